@@ -1,0 +1,48 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// One target per layer of the stack; each layer depends only on the layers below it.
+let package = Package(
+    name: "CoreBluetoothLinux",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "HCI", targets: ["HCI"]),
+        .library(name: "HCITransport", targets: ["HCITransport"]),
+        .library(name: "HCIDriver", targets: ["HCIDriver"]),
+        .library(name: "VirtualController", targets: ["VirtualController"]),
+    ],
+    dependencies: [
+        // AES-128 (LE Encrypt, link-layer session keys) now; AES-CMAC and P-256 for SMP next.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+    ],
+    targets: [
+        // Little-endian readers/writers shared by every codec.
+        .target(name: "ByteCoding"),
+        // Serial event loops with a virtual clock: the one executor each controller + host runs on.
+        .target(name: "Scheduling"),
+        // The LE security toolbox (Core spec Vol 3 Part H §2.2): e, and later AES-CMAC, f4–f6, ah.
+        .target(name: "LECrypto", dependencies: [
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+        ]),
+        // HCI packets (Vol 4 Part E): commands, events, ACL; one encoder and one decoder each.
+        .target(name: "HCI", dependencies: ["ByteCoding"]),
+        // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
+        .target(name: "HCITransport", dependencies: ["HCI", "Scheduling"]),
+        // The host side of HCI: command flow control and timeouts, ACL credits, fragmentation.
+        .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
+        // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
+        .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
+
+        .testTarget(name: "ByteCodingTests", dependencies: ["ByteCoding"]),
+        .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
+        .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding"]),
+        .testTarget(name: "HCITransportTests", dependencies: ["HCITransport", "HCI", "Scheduling"]),
+        .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
+        .testTarget(name: "VirtualControllerTests", dependencies: [
+            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling",
+        ]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,31 @@
+import HCI
+import Scheduling
+
+/// Why a transport closed or could not open.
+public struct HCITransportError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// The side that receives packets from a transport: a host driver (events, ACL) or a
+/// controller (commands, ACL). Called on the loop given to `open`.
+public protocol HCIPacketSink: AnyObject, Sendable {
+    func receive(_ packet: HCIPacket)
+    /// The transport closed: `nil` when closed locally, an error when it broke.
+    func transportClosed(_ error: HCITransportError?)
+}
+
+/// A carrier of H4-framed HCI packets between a host and a controller.
+///
+/// Whatever the medium (an in-process virtual controller, TCP, a Unix socket, a UART, the Linux
+/// HCI user channel), the host sees the same interface.
+public protocol HCITransport: AnyObject, Sendable {
+    /// Starts delivering received packets to `sink` on `loop`. Throws if the medium can't open.
+    func open(on loop: EventLoop, sink: HCIPacketSink) throws
+    /// Sends a packet. Call on the loop given to `open`. Packets sent after the transport closed
+    /// are dropped (the sink has been told it closed).
+    func send(_ packet: HCIPacket)
+    /// Closes the transport; the sink is told with `transportClosed(nil)`.
+    func close()
+}

@@ -1,0 +1,287 @@
+import Foundation
+
+/// A cancellable timer scheduled on an `EventLoop`.
+public final class TimerHandle: @unchecked Sendable {
+    fileprivate let loop: EventLoop
+    fileprivate var work: (@Sendable () -> Void)?
+
+    fileprivate init(loop: EventLoop, work: @escaping @Sendable () -> Void) {
+        self.loop = loop
+        self.work = work
+    }
+
+    /// Cancels the timer; safe from any thread. A timer cancelled on its loop never fires.
+    public func cancel() {
+        if loop.inLoop { work = nil } else { loop.execute { self.work = nil } }
+    }
+
+    /// Whether the timer is still waiting to fire. Loop-confined.
+    public var isPending: Bool { work != nil }
+}
+
+/// A serial executor with its own clock. Every controller and the host stack above it run on one
+/// loop, so their state needs no locks; other threads hand work in with `execute`.
+///
+/// Pacing decides how the clock moves:
+/// - `.manual`: only `run(for:)`, `run(until:)` and `runUntilIdle()` move it, on the caller's
+///   thread. Idle time is skipped, which is what makes tests fast and deterministic.
+/// - `.realTime(speed:)`: a thread of its own runs the loop, and the clock follows the wall
+///   clock (times `speed`).
+/// - `.unpaced`: a thread of its own runs the loop and jumps over idle time.
+public final class EventLoop: @unchecked Sendable {
+    public enum Pacing: Sendable, Equatable {
+        case manual
+        case realTime(speed: Double)
+        case unpaced
+        public static var realTime: Pacing { .realTime(speed: 1) }
+    }
+
+    public let pacing: Pacing
+    public let name: String
+
+    // Work posted from other threads, guarded by `condition`.
+    private let condition = NSCondition()
+    private var inbox: [@Sendable () -> Void] = []
+    private var stopRequested = false
+    private var thread: Thread?
+
+    // Loop-confined state.
+    private var ready = RingBuffer<@Sendable () -> Void>()
+    private var timers = TimerHeap()
+    private var sequence: UInt64 = 0
+    private var wallBase = ContinuousClock.now
+    private var virtualBase = LoopInstant.zero
+    /// The loop's current time. Read it on the loop.
+    public private(set) var now = LoopInstant.zero
+
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    public init(name: String = "loop", pacing: Pacing = .manual) {
+        self.name = name
+        self.pacing = pacing
+        if pacing != .manual { startThread() }
+    }
+
+    deinit { }
+
+    /// True on the thread currently running this loop.
+    public var inLoop: Bool {
+        pthread_getspecific(Self.currentKey) == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// Runs `work` on the loop as soon as possible, after work already posted. Thread-safe.
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        if inLoop {
+            ready.append(work)
+            return
+        }
+        condition.lock()
+        inbox.append(work)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Runs `work` on the loop `delay` after the loop's current time. Thread-safe; the handle
+    /// cancels it.
+    @discardableResult
+    public func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> TimerHandle {
+        let handle = TimerHandle(loop: self, work: work)
+        let delayNs = max(0, delay.nanoseconds)
+        if inLoop {
+            addTimer(at: LoopInstant(nanoseconds: now.nanoseconds &+ delayNs), handle)
+        } else {
+            execute { self.addTimer(at: LoopInstant(nanoseconds: self.now.nanoseconds &+ delayNs), handle) }
+        }
+        return handle
+    }
+
+    /// Runs `work` at loop time `instant` (or now, if that has passed). Must be called on the loop.
+    @discardableResult
+    public func schedule(at instant: LoopInstant, _ work: @escaping @Sendable () -> Void) -> TimerHandle {
+        precondition(inLoop, "schedule(at:) must be called on the loop")
+        let handle = TimerHandle(loop: self, work: work)
+        addTimer(at: max(instant, now), handle)
+        return handle
+    }
+
+    private func addTimer(at instant: LoopInstant, _ handle: TimerHandle) {
+        sequence &+= 1
+        timers.push(TimerEntry(time: instant, sequence: sequence, handle: handle))
+    }
+
+    // MARK: Manual pacing
+
+    /// Processes work and timers for `duration` of loop time, then leaves the clock at the end.
+    public func run(for duration: Duration) {
+        let deadline = now + duration
+        _ = runLoop(deadline: deadline, predicate: { false })
+        now = max(now, deadline)
+    }
+
+    /// Processes work and timers until `predicate` holds (checked after each job) or `timeout` of
+    /// loop time passes. Returns whether the predicate held.
+    @discardableResult
+    public func run(until predicate: () -> Bool, timeout: Duration = .seconds(60)) -> Bool {
+        if enter({ predicate() }) { return true }
+        let deadline = now + timeout
+        let held = runLoop(deadline: deadline, predicate: predicate)
+        if !held { now = max(now, deadline) }
+        return held
+    }
+
+    /// Processes work and timers until none is left, skipping idle time. Timers that keep
+    /// re-arming (advertising, say) never let the loop go idle: use `run(for:)` with those.
+    public func runUntilIdle(limit: Duration = .seconds(3600)) {
+        _ = runLoop(deadline: now + limit, predicate: { false })
+    }
+
+    private func enter<T>(_ body: () -> T) -> T {
+        let previous = pthread_getspecific(Self.currentKey)
+        pthread_setspecific(Self.currentKey, Unmanaged.passUnretained(self).toOpaque())
+        defer { pthread_setspecific(Self.currentKey, previous) }
+        return body()
+    }
+
+    private func runLoop(deadline: LoopInstant, predicate: () -> Bool) -> Bool {
+        precondition(pacing == .manual, "run(…) drives only manually paced loops")
+        return enter {
+            while true {
+                drainInbox()
+                if let job = ready.popFirst() {
+                    job()
+                    if predicate() { return true }
+                    continue
+                }
+                guard let next = timers.peekTime(), next <= deadline else { return false }
+                now = max(now, next)
+                fireDueTimer()
+                if predicate() { return true }
+            }
+        }
+    }
+
+    private func drainInbox() {
+        condition.lock()
+        if inbox.isEmpty { condition.unlock(); return }
+        let posted = inbox
+        inbox.removeAll(keepingCapacity: true)
+        condition.unlock()
+        for job in posted { ready.append(job) }
+    }
+
+    private func fireDueTimer() {
+        guard let entry = timers.pop() else { return }
+        if let work = entry.handle.work {
+            entry.handle.work = nil
+            work()
+        }
+    }
+
+    // MARK: Threaded pacing
+
+    private func startThread() {
+        let thread = Thread { [unowned self] in self.threadMain() }
+        thread.name = name
+        self.thread = thread
+        wallBase = ContinuousClock.now
+        thread.start()
+    }
+
+    private func wallToLoop(_ instant: ContinuousClock.Instant) -> LoopInstant {
+        guard case .realTime(let speed) = pacing else { return now }
+        let elapsed = Double((instant - wallBase).nanoseconds) * speed
+        return LoopInstant(nanoseconds: virtualBase.nanoseconds + Int64(elapsed))
+    }
+
+    private func threadMain() {
+        enter {
+            while true {
+                condition.lock()
+                if stopRequested { condition.unlock(); return }
+                let posted = inbox
+                inbox.removeAll(keepingCapacity: true)
+                condition.unlock()
+                for job in posted { ready.append(job) }
+
+                if case .realTime = pacing { now = max(now, wallToLoop(.now)) }
+                while let job = ready.popFirst() { job() }
+                if let next = timers.peekTime() {
+                    if next <= now || pacing == .unpaced {
+                        now = max(now, next)
+                        fireDueTimer()
+                        continue
+                    }
+                    if case .realTime(let speed) = pacing {
+                        let waitNs = Double(next.nanoseconds - now.nanoseconds) / speed
+                        condition.lock()
+                        if inbox.isEmpty && !stopRequested {
+                            _ = condition.wait(until: Date(timeIntervalSinceNow: waitNs / 1e9))
+                        }
+                        condition.unlock()
+                    }
+                    continue
+                }
+                condition.lock()
+                while inbox.isEmpty && !stopRequested { condition.wait() }
+                condition.unlock()
+            }
+        }
+    }
+
+    /// Stops a threaded loop after the job it is running. Work posted afterwards never runs.
+    public func shutdown() {
+        condition.lock()
+        stopRequested = true
+        condition.signal()
+        condition.unlock()
+    }
+}
+
+struct TimerEntry {
+    var time: LoopInstant
+    var sequence: UInt64
+    var handle: TimerHandle
+
+    func isBefore(_ other: TimerEntry) -> Bool {
+        time < other.time || (time == other.time && sequence < other.sequence)
+    }
+}
+
+/// A binary min-heap ordered by time, then by scheduling order.
+struct TimerHeap {
+    private var items: [TimerEntry] = []
+
+    func peekTime() -> LoopInstant? { items.first?.time }
+
+    mutating func push(_ entry: TimerEntry) {
+        items.append(entry)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard items[i].isBefore(items[parent]) else { break }
+            items.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> TimerEntry? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count && items[l].isBefore(items[m]) { m = l }
+            if r < items.count && items[r].isBefore(items[m]) { m = r }
+            if m == i { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}
