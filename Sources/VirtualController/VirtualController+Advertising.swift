@@ -1,0 +1,321 @@
+import HCI
+import Scheduling
+
+struct AdvertisingState {
+    var parameters = LESetAdvertisingParameters(
+        advertisingIntervalMin: 0x0800, advertisingIntervalMax: 0x0800, advertisingType: .advInd,
+        ownAddressType: .publicDevice, peerAddressType: .publicDevice, peerAddress: .zero,
+        advertisingChannelMap: 0x07, advertisingFilterPolicy: .acceptAll)
+    var data: [UInt8] = []
+    var scanResponseData: [UInt8] = []
+    var enabled = false
+    var timer: TimerHandle?
+    /// High duty cycle directed advertising stops after 1.28 s (Vol 6 Part B §4.4.2.4.3).
+    var directedDeadline: LoopInstant?
+    var ownAddress: LEAddress?
+}
+
+struct ScanningState {
+    var parameters = LESetScanParameters(
+        leScanType: .passive, leScanInterval: 0x0010, leScanWindow: 0x0010,
+        ownAddressType: .publicDevice, scanningFilterPolicy: .basicUnfiltered)
+    var enabled = false
+    var filterDuplicates = false
+    var startedAt = LoopInstant.zero
+    var timer: TimerHandle?
+    /// Reported (address, event type) pairs, for the duplicate filter.
+    var reported: Set<DuplicateKey> = []
+    var ownAddress: LEAddress?
+
+    struct DuplicateKey: Hashable {
+        var address: LEAddress
+        var eventType: UInt8
+    }
+}
+
+extension VirtualController {
+    // MARK: Advertising
+
+    func setAdvertisingParameters(_ c: LESetAdvertisingParameters) {
+        let opcode = LESetAdvertisingParameters.opcode
+        guard !advertising.enabled else { return commandComplete(opcode, status: .commandDisallowed) }
+        if c.advertisingType != .advDirectIndHighDuty {
+            guard (0x0020...0x4000).contains(c.advertisingIntervalMin),
+                  (0x0020...0x4000).contains(c.advertisingIntervalMax),
+                  c.advertisingIntervalMin <= c.advertisingIntervalMax else {
+                return commandComplete(opcode, status: .invalidHCICommandParameters)
+            }
+        }
+        guard (0x01...0x07).contains(c.advertisingChannelMap) else {
+            return commandComplete(opcode, status: .invalidHCICommandParameters)
+        }
+        advertising.parameters = c
+        commandComplete(opcode, status: .success)
+    }
+
+    func setAdvertisingEnable(_ enable: Bool) {
+        let opcode = LESetAdvertisingEnable.opcode
+        if !enable {
+            stopAdvertising()
+            return commandComplete(opcode, status: .success)
+        }
+        if advertising.enabled { return commandComplete(opcode, status: .success) }
+        let p = advertising.parameters
+        guard let own = ownAddress(p.ownAddressType) else {
+            return commandComplete(opcode, status: .invalidHCICommandParameters)
+        }
+        let connectable = p.advertisingType == .advInd || p.advertisingType == .advDirectIndHighDuty
+            || p.advertisingType == .advDirectIndLowDuty
+        if connectable && connections.count >= configuration.maxConnections {
+            return commandComplete(opcode, status: .connectionLimitExceeded)
+        }
+        advertising.enabled = true
+        advertising.ownAddress = own
+        advertising.directedDeadline = p.advertisingType == .advDirectIndHighDuty ? loop.now + .milliseconds(1280) : nil
+        commandComplete(opcode, status: .success)
+        scheduleAdvertisingEvent(after: .nanoseconds(Int64(radio.randomInt(in: 0...10_000)) * 1000))
+    }
+
+    func stopAdvertising() {
+        advertising.enabled = false
+        advertising.timer?.cancel()
+        advertising.timer = nil
+        advertising.directedDeadline = nil
+    }
+
+    private func scheduleAdvertisingEvent(after delay: Duration) {
+        advertising.timer = loop.schedule(after: delay) { [weak self] in self?.advertisingEvent() }
+    }
+
+    private func advertisingEvent() {
+        guard advertising.enabled, let own = advertising.ownAddress else { return }
+        let p = advertising.parameters
+        let peer = LEAddress(p.peerAddressType, p.peerAddress)
+        if let deadline = advertising.directedDeadline, loop.now >= deadline {
+            stopAdvertising()
+            sendConnectionComplete(status: .advertisingTimeout, handle: 0, role: .peripheral, peer: peer,
+                                   interval: 0, latency: 0, timeout: 0)
+            return
+        }
+        let pdu: AdvertisingPDU = switch p.advertisingType {
+        case .advInd: .advInd(advA: own, data: advertising.data)
+        case .advDirectIndHighDuty, .advDirectIndLowDuty: .advDirectInd(advA: own, targetA: peer)
+        case .advScanInd: .advScanInd(advA: own, data: advertising.data)
+        case .advNonconnInd: .advNonconnInd(advA: own, data: advertising.data)
+        }
+        radio.transmit(pdu, from: radioID)
+        // advInterval plus the 0–10 ms advDelay (Vol 6 Part B §4.4.2.2.1).
+        let next: Duration = p.advertisingType == .advDirectIndHighDuty
+            ? .microseconds(3750)
+            : .microseconds(Int64(p.advertisingIntervalMin) * 625 + Int64(radio.randomInt(in: 0...10_000)))
+        scheduleAdvertisingEvent(after: next)
+    }
+
+    /// What an advertiser does with SCAN_REQ and CONNECT_IND addressed to it.
+    func advertiserReceived(_ pdu: AdvertisingPDU, from sender: RadioDeviceID) {
+        guard advertising.enabled, let own = advertising.ownAddress, pdu.advA == own else { return }
+        let p = advertising.parameters
+        switch pdu {
+        case .scanReq(let scanA, _):
+            guard p.advertisingType == .advInd || p.advertisingType == .advScanInd else { return }
+            if p.advertisingFilterPolicy == .filterScanRequests || p.advertisingFilterPolicy == .filterBoth {
+                guard isInFilterAcceptList(scanA) else { return }
+            }
+            radio.transmit(.scanRsp(advA: own, data: advertising.scanResponseData), from: radioID, to: sender)
+        case .connectInd(let initA, _, let ll):
+            switch p.advertisingType {
+            case .advInd:
+                if p.advertisingFilterPolicy == .filterConnectionRequests || p.advertisingFilterPolicy == .filterBoth {
+                    guard isInFilterAcceptList(initA) else { return }
+                }
+            case .advDirectIndHighDuty, .advDirectIndLowDuty:
+                guard initA.address == p.peerAddress && initA.isRandom == (p.peerAddressType == .randomDevice) else { return }
+            case .advScanInd, .advNonconnInd:
+                return
+            }
+            guard connection(to: initA) == nil else { return }
+            stopAdvertising()
+            acceptConnection(from: initA, peerDevice: sender, llData: ll)
+        default:
+            break
+        }
+    }
+
+    // MARK: Scanning
+
+    func setScanParameters(_ c: LESetScanParameters) {
+        let opcode = LESetScanParameters.opcode
+        guard !scanning.enabled else { return commandComplete(opcode, status: .commandDisallowed) }
+        guard (0x0004...0x4000).contains(c.leScanInterval), (0x0004...0x4000).contains(c.leScanWindow),
+              c.leScanWindow <= c.leScanInterval else {
+            return commandComplete(opcode, status: .invalidHCICommandParameters)
+        }
+        scanning.parameters = c
+        commandComplete(opcode, status: .success)
+    }
+
+    func setScanEnable(_ enable: Bool, filterDuplicates: Bool) {
+        let opcode = LESetScanEnable.opcode
+        guard enable else {
+            scanning.enabled = false
+            return commandComplete(opcode, status: .success)
+        }
+        guard let own = ownAddress(scanning.parameters.ownAddressType) else {
+            return commandComplete(opcode, status: .invalidHCICommandParameters)
+        }
+        if !scanning.enabled || scanning.filterDuplicates != filterDuplicates { scanning.reported = [] }
+        if !scanning.enabled { scanning.startedAt = loop.now }
+        scanning.enabled = true
+        scanning.filterDuplicates = filterDuplicates
+        scanning.ownAddress = own
+        commandComplete(opcode, status: .success)
+    }
+
+    /// Whether the scanner's receiver is on now: it listens `window` out of every `interval`.
+    private var scanWindowOpen: Bool {
+        let p = scanning.parameters
+        guard p.leScanWindow < p.leScanInterval else { return true }
+        let intervalNs = Int64(p.leScanInterval) * 625_000
+        let elapsed = (loop.now.nanoseconds - scanning.startedAt.nanoseconds) % intervalNs
+        return elapsed < Int64(p.leScanWindow) * 625_000
+    }
+
+    func scannerReceived(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) {
+        guard scanning.enabled, let own = scanning.ownAddress else { return }
+        let eventType: LegacyAdvertisingEventType
+        var data: [UInt8] = []
+        switch pdu {
+        case .advInd(_, let d): eventType = .advInd; data = d
+        case .advNonconnInd(_, let d): eventType = .advNonconnInd; data = d
+        case .advScanInd(_, let d): eventType = .advScanInd; data = d
+        case .advDirectInd(_, let target):
+            guard target.address == own.address else { return }
+            eventType = .advDirectInd
+        case .scanRsp(_, let d): eventType = .scanRsp; data = d
+        case .scanReq, .connectInd: return
+        }
+        // Scan responses answer our own request; everything else needs the receiver on.
+        if eventType != .scanRsp && !scanWindowOpen { return }
+        let advertiser = pdu.advA
+        let policy = scanning.parameters.scanningFilterPolicy
+        if policy == .basicFiltered || policy == .extendedFiltered {
+            guard isInFilterAcceptList(advertiser) else { return }
+        }
+        let key = ScanningState.DuplicateKey(address: advertiser, eventType: eventType.rawValue)
+        let duplicate = scanning.filterDuplicates && scanning.reported.contains(key)
+        if !duplicate {
+            if scanning.filterDuplicates { scanning.reported.insert(key) }
+            sendLEEvent(LEAdvertisingReport(reports: [LEAdvertisingReport.Report(
+                eventType: eventType, addressType: advertiser.type, address: advertiser.address, data: data, rssi: rssi)]))
+        }
+        // Active scanning asks scannable advertisers for their scan response, until (with the
+        // duplicate filter on) it has one.
+        if scanning.parameters.leScanType == .active && (eventType == .advInd || eventType == .advScanInd) {
+            let rspKey = ScanningState.DuplicateKey(address: advertiser, eventType: LegacyAdvertisingEventType.scanRsp.rawValue)
+            if !(scanning.filterDuplicates && scanning.reported.contains(rspKey)) {
+                radio.transmit(.scanReq(scanA: own, advA: advertiser), from: radioID, to: sender)
+            }
+        }
+    }
+
+    // MARK: Initiating
+
+    func createConnection(_ c: LECreateConnection) {
+        let opcode = LECreateConnection.opcode
+        guard initiating == nil else { return commandStatus(opcode, .commandDisallowed) }
+        guard (0x0004...0x4000).contains(c.leScanInterval), (0x0004...0x4000).contains(c.leScanWindow),
+              c.leScanWindow <= c.leScanInterval,
+              validConnectionParameters(intervalMin: c.connectionIntervalMin, intervalMax: c.connectionIntervalMax,
+                                        latency: c.maxLatency, timeout: c.supervisionTimeout),
+              ownAddress(c.ownAddressType) != nil else {
+            return commandStatus(opcode, .invalidHCICommandParameters)
+        }
+        if c.initiatorFilterPolicy == .peerAddress, connection(to: LEAddress(c.peerAddressType, c.peerAddress)) != nil {
+            return commandStatus(opcode, .connectionAlreadyExists)
+        }
+        guard connections.count < configuration.maxConnections else {
+            return commandStatus(opcode, .connectionLimitExceeded)
+        }
+        initiating = c
+        commandStatus(opcode, .success)
+    }
+
+    func cancelCreateConnection() {
+        guard let c = initiating else {
+            return commandComplete(LECreateConnectionCancel.opcode, status: .commandDisallowed)
+        }
+        initiating = nil
+        commandComplete(LECreateConnectionCancel.opcode, status: .success)
+        sendConnectionComplete(status: .unknownConnectionIdentifier, handle: 0, role: .central,
+                               peer: LEAddress(c.peerAddressType, c.peerAddress), interval: 0, latency: 0, timeout: 0)
+    }
+
+    /// Connection parameter ranges (Vol 4 Part E §7.8.12): interval 7.5 ms–4 s, latency ≤ 499,
+    /// timeout 100 ms–32 s and longer than (1 + latency) × interval × 2.
+    func validConnectionParameters(intervalMin: UInt16, intervalMax: UInt16, latency: UInt16, timeout: UInt16) -> Bool {
+        guard (0x0006...0x0C80).contains(intervalMin), (0x0006...0x0C80).contains(intervalMax),
+              intervalMin <= intervalMax, latency <= 0x01F3, (0x000A...0x0C80).contains(timeout) else { return false }
+        // timeout (10 ms units) × 4 > (1 + latency) × intervalMax (1.25 ms units) × 2 × ... in µs:
+        return Int(timeout) * 10_000 > (1 + Int(latency)) * Int(intervalMax) * 1250 * 2
+    }
+
+    func initiatorReceived(_ pdu: AdvertisingPDU, from sender: RadioDeviceID) {
+        guard let c = initiating, let own = ownAddress(c.ownAddressType) else { return }
+        let advertiser: LEAddress
+        switch pdu {
+        case .advInd(let a, _): advertiser = a
+        case .advDirectInd(let a, let target):
+            guard target.address == own.address else { return }
+            advertiser = a
+        default: return
+        }
+        switch c.initiatorFilterPolicy {
+        case .peerAddress:
+            guard advertiser.address == c.peerAddress,
+                  advertiser.isRandom == (c.peerAddressType == .randomDevice || c.peerAddressType == .randomIdentity) else { return }
+        case .filterAcceptList:
+            guard isInFilterAcceptList(advertiser) else { return }
+        }
+        guard connection(to: advertiser) == nil else { return }
+        initiating = nil
+        let ll = ConnectLLData(accessAddress: radio.newAccessAddress(), interval: c.connectionIntervalMin,
+                               latency: c.maxLatency, timeout: c.supervisionTimeout)
+        radio.transmit(.connectInd(initA: own, advA: advertiser, llData: ll), from: radioID, to: sender)
+        radio.openLink(ll.accessAddress, between: radioID, and: sender)
+        establishConnection(role: .central, peer: advertiser, peerDevice: sender, llData: ll)
+    }
+
+    // MARK: Radio callbacks
+
+    public func radioDidReceive(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) {
+        switch pdu {
+        case .scanReq, .connectInd:
+            advertiserReceived(pdu, from: sender)
+        default:
+            scannerReceived(pdu, rssi: rssi, from: sender)
+            initiatorReceived(pdu, from: sender)
+        }
+    }
+
+    func sendConnectionComplete(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
+                                interval: UInt16, latency: UInt16, timeout: UInt16) {
+        if isLEEventEnabled(LEEnhancedConnectionCompleteV2.subeventCode) {
+            sendLEEvent(LEEnhancedConnectionCompleteV2(
+                status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,
+                peerAddress: peer.address, localResolvablePrivateAddress: .zero, peerResolvablePrivateAddress: .zero,
+                connectionInterval: interval, peripheralLatency: latency, supervisionTimeout: timeout,
+                centralClockAccuracy: 0, advertisingHandle: 0xFF, syncHandle: 0xFFFF))
+        } else if isLEEventEnabled(LEEnhancedConnectionComplete.subeventCode) {
+            sendLEEvent(LEEnhancedConnectionComplete(
+                status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,
+                peerAddress: peer.address, localResolvablePrivateAddress: .zero, peerResolvablePrivateAddress: .zero,
+                connectionInterval: interval, peripheralLatency: latency, supervisionTimeout: timeout,
+                centralClockAccuracy: 0))
+        } else {
+            sendLEEvent(LEConnectionComplete(
+                status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,
+                peerAddress: peer.address, connectionInterval: interval, peripheralLatency: latency,
+                supervisionTimeout: timeout, centralClockAccuracy: 0))
+        }
+    }
+}

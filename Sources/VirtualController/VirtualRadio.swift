@@ -1,0 +1,201 @@
+import HCI
+import Scheduling
+
+/// Identifies a device on a virtual radio.
+public typealias RadioDeviceID = UInt32
+
+/// What the radio needs from a device attached to it. Called on the radio's loop.
+public protocol RadioDevice: AnyObject, Sendable {
+    /// An advertising-channel PDU was heard.
+    func radioDidReceive(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID)
+    /// A data-channel PDU for a connection (by access address) this device takes part in.
+    func radioDidReceive(_ pdu: DataPDU, accessAddress: UInt32, rssi: Int8)
+    /// The other end of a connection went out of reach (powered off, out of range) or came back.
+    func radioLink(_ accessAddress: UInt32, reachable: Bool)
+}
+
+/// The air between virtual controllers: positions, path loss, range, air time and routing.
+///
+/// Everything on one radio runs on the radio's event loop, so a run with a given seed is
+/// deterministic. What crosses between devices is link-layer PDUs with real encodings.
+public final class VirtualRadio: @unchecked Sendable {
+    public let loop: EventLoop
+    public var airTime: AirTimeMode
+    public var pathLoss: PathLossModel
+    var random: SeededGenerator
+
+    struct Entry {
+        weak var device: RadioDevice?
+        var position: RadioPosition
+        /// Added to the path-loss model's power (dB), e.g. a stronger or weaker transmitter.
+        var txPowerOffset: Double
+        var poweredOn: Bool
+    }
+
+    private var devices: [RadioDeviceID: Entry] = [:]
+    private var nextID: RadioDeviceID = 1
+    /// Connections by access address: the two devices in them and whether they can hear each other.
+    private var links: [UInt32: (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)] = [:]
+    /// Statistics, for tests and benchmarks.
+    public private(set) var advertisingPDUsSent = 0
+    public private(set) var dataPDUsSent = 0
+
+    public init(loop: EventLoop = EventLoop(name: "radio"), airTime: AirTimeMode = .instant,
+                pathLoss: PathLossModel = PathLossModel(), seed: UInt64 = 1) {
+        self.loop = loop
+        self.airTime = airTime
+        self.pathLoss = pathLoss
+        self.random = SeededGenerator(seed: seed)
+    }
+
+    // MARK: Devices
+
+    /// Attaches a device at a position; returns its radio identifier. Call on the loop.
+    public func attach(_ device: RadioDevice, at position: RadioPosition = RadioPosition()) -> RadioDeviceID {
+        let id = nextID
+        nextID += 1
+        devices[id] = Entry(device: device, position: position, txPowerOffset: 0, poweredOn: true)
+        return id
+    }
+
+    public func detach(_ id: RadioDeviceID) {
+        devices[id] = nil
+        for (aa, link) in links where link.a == id || link.b == id { linkLost(aa, notifyingExcept: id) }
+    }
+
+    public func position(of id: RadioDeviceID) -> RadioPosition? { devices[id]?.position }
+
+    /// Moves a device. Connections that go out of (or back into) range are told.
+    public func move(_ id: RadioDeviceID, to position: RadioPosition) {
+        devices[id]?.position = position
+        reevaluateLinks()
+    }
+
+    public func setTxPowerOffset(_ id: RadioDeviceID, _ offset: Double) { devices[id]?.txPowerOffset = offset }
+
+    /// Powers a device's radio off or on. While off it neither sends nor hears anything.
+    public func setPowered(_ id: RadioDeviceID, _ on: Bool) {
+        devices[id]?.poweredOn = on
+        reevaluateLinks()
+    }
+
+    public func isPowered(_ id: RadioDeviceID) -> Bool { devices[id]?.poweredOn ?? false }
+
+    /// The RSSI `receiver` measures for `sender`'s transmission, or nil if it can't hear it.
+    public func rssi(from sender: RadioDeviceID, to receiver: RadioDeviceID) -> Int8? {
+        guard let s = devices[sender], let r = devices[receiver], s.poweredOn, r.poweredOn else { return nil }
+        var value = pathLoss.meanRSSI(distance: s.position.distance(to: r.position), txPowerOffset: s.txPowerOffset)
+        if pathLoss.noiseSigma > 0 { value += pathLoss.noiseSigma * random.gaussian() }
+        guard value >= pathLoss.sensitivity else { return nil }
+        return Int8(max(-127, min(20, value.rounded())))
+    }
+
+    private func inRange(_ a: RadioDeviceID, _ b: RadioDeviceID) -> Bool {
+        guard let s = devices[a], let r = devices[b], s.poweredOn, r.poweredOn else { return false }
+        return pathLoss.meanRSSI(distance: s.position.distance(to: r.position), txPowerOffset: s.txPowerOffset) >= pathLoss.sensitivity
+    }
+
+    // MARK: Transmission
+
+    private func deliver(after airNs: Int64, _ work: @escaping @Sendable () -> Void) {
+        if airTime == .instant || airNs == 0 { loop.execute(work) } else { loop.schedule(after: .nanoseconds(airNs), work) }
+    }
+
+    /// Broadcasts an advertising-channel PDU (on the 1M PHY) to every device that can hear it.
+    /// Returns the air time in nanoseconds (0 in instant mode).
+    @discardableResult
+    public func transmit(_ pdu: AdvertisingPDU, from sender: RadioDeviceID) -> Int64 {
+        guard devices[sender]?.poweredOn == true else { return 0 }
+        advertisingPDUsSent += 1
+        let air = airTime == .timed ? LEPHY.le1M.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
+        for (id, entry) in devices where id != sender {
+            guard let device = entry.device, let rssi = rssi(from: sender, to: id) else { continue }
+            deliver(after: air) { device.radioDidReceive(pdu, rssi: rssi, from: sender) }
+        }
+        return air
+    }
+
+    /// Sends a PDU unicast to one device (SCAN_REQ, SCAN_RSP and CONNECT_IND go to the device
+    /// whose address they carry; the controller that knows the address knows the device).
+    @discardableResult
+    public func transmit(_ pdu: AdvertisingPDU, from sender: RadioDeviceID, to receiver: RadioDeviceID) -> Int64 {
+        guard devices[sender]?.poweredOn == true, let device = devices[receiver]?.device,
+              let rssi = rssi(from: sender, to: receiver) else { return 0 }
+        advertisingPDUsSent += 1
+        let air = airTime == .timed ? LEPHY.le1M.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
+        deliver(after: air) { device.radioDidReceive(pdu, rssi: rssi, from: sender) }
+        return air
+    }
+
+    /// Registers a connection between two devices under its access address.
+    public func openLink(_ accessAddress: UInt32, between a: RadioDeviceID, and b: RadioDeviceID) {
+        links[accessAddress] = (a, b, inRange(a, b))
+    }
+
+    public func closeLink(_ accessAddress: UInt32) { links[accessAddress] = nil }
+
+    /// One end of a connection vanished without a word (reset, power off): the other end
+    /// stops hearing it and will time out.
+    public func abandonLink(_ accessAddress: UInt32, by gone: RadioDeviceID) {
+        linkLost(accessAddress, notifyingExcept: gone)
+        links[accessAddress] = nil
+    }
+
+    /// Sends a data-channel PDU to the other device of a connection, if it can hear it.
+    /// Returns the air time in nanoseconds (0 in instant mode), or nil if nobody received it.
+    @discardableResult
+    public func transmit(_ pdu: DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64? {
+        guard let link = links[accessAddress], link.reachable else { return nil }
+        let receiver = link.a == sender ? link.b : link.a
+        guard let device = devices[receiver]?.device, let rssi = rssi(from: sender, to: receiver) else { return nil }
+        dataPDUsSent += 1
+        let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
+        deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
+        return air
+    }
+
+    /// Whether the two devices of a connection can currently hear each other.
+    public func isLinkReachable(_ accessAddress: UInt32) -> Bool { links[accessAddress]?.reachable ?? false }
+
+    /// A fresh random access address for a new connection.
+    func newAccessAddress() -> UInt32 {
+        while true {
+            let aa = UInt32(truncatingIfNeeded: random.next())
+            if aa != 0x8E89_BED6 && links[aa] == nil && aa.nonzeroBitCount > 4 { return aa }
+        }
+    }
+
+    func randomUInt64() -> UInt64 { random.next() }
+    func randomInt(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
+
+    private func reevaluateLinks() {
+        for (aa, link) in links {
+            let now = inRange(link.a, link.b)
+            guard now != link.reachable else { continue }
+            links[aa]?.reachable = now
+            for id in [link.a, link.b] {
+                if let device = devices[id]?.device, devices[id]?.poweredOn == true {
+                    loop.execute { device.radioLink(aa, reachable: now) }
+                }
+            }
+        }
+    }
+
+    private func linkLost(_ aa: UInt32, notifyingExcept gone: RadioDeviceID) {
+        guard let link = links[aa], link.reachable else { return }
+        links[aa]?.reachable = false
+        let other = link.a == gone ? link.b : link.a
+        if let device = devices[other]?.device { loop.execute { device.radioLink(aa, reachable: false) } }
+    }
+}
+
+extension AdvertisingPDU {
+    /// Header + payload octets.
+    var airOctets: Int {
+        switch self {
+        case .advInd(_, let d), .advNonconnInd(_, let d), .advScanInd(_, let d), .scanRsp(_, let d): 2 + 6 + d.count
+        case .advDirectInd, .scanReq: 2 + 12
+        case .connectInd: 2 + 34
+        }
+    }
+}
