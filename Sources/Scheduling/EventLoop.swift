@@ -156,6 +156,7 @@ public final class EventLoop: @unchecked Sendable {
                     if predicate() { return true }
                     continue
                 }
+                timers.discardCancelledTop()
                 guard let next = timers.peekTime(), next <= deadline else { return false }
                 now = max(now, next)
                 fireDueTimer()
@@ -209,6 +210,7 @@ public final class EventLoop: @unchecked Sendable {
 
                 if case .realTime = pacing { now = max(now, wallToLoop(.now)) }
                 while let job = ready.popFirst() { job() }
+                timers.discardCancelledTop()
                 if let next = timers.peekTime() {
                     if next <= now || pacing == .unpaced {
                         now = max(now, next)
@@ -256,6 +258,12 @@ struct TimerHeap {
     private var items: [TimerEntry] = []
 
     func peekTime() -> LoopInstant? { items.first?.time }
+
+    /// Drops cancelled timers from the top of the heap, so that a cancelled timer neither moves
+    /// the clock to its time nor keeps a loop waiting for it.
+    mutating func discardCancelledTop() {
+        while let first = items.first, first.handle.work == nil { _ = pop() }
+    }
 
     mutating func push(_ entry: TimerEntry) {
         items.append(entry)
