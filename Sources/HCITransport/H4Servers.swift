@@ -91,6 +91,8 @@ final class ConnectionAcceptor: Sendable {
 /// (not yet opened: the handler opens it on its loop). One connection is served at a time; later
 /// clients wait in the listen backlog until the current one closes. This is how a virtual
 /// controller is offered to a host in another process (ours, or Bumble's `tcp-client`).
+///
+/// The handler runs on the server's accept thread; it must not call the server's `close()`.
 public final class H4TCPServer: Sendable {
     /// The port the server listens on (the one the kernel picked when asked for port 0).
     public let port: UInt16

@@ -159,7 +159,8 @@ enum Sockets {
 }
 
 /// H4 over a TCP connection (Bumble's `tcp-client`/`tcp-server` transports, QEMU/Zephyr
-/// virtual controllers, our own `H4TCPServer`). Connects in `open`.
+/// virtual controllers, our own `H4TCPServer`). Connects in `open`, which blocks until the
+/// connection is made or refused.
 public final class TCPTransport: HCITransport {
     public let host: String
     public let port: UInt16
