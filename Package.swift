@@ -28,7 +28,10 @@ let package = Package(
         // HCI packets (Vol 4 Part E): commands, events, ACL; one encoder and one decoder each.
         .target(name: "HCI", dependencies: ["ByteCoding"]),
         // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
-        .target(name: "HCITransport", dependencies: ["HCI", "Scheduling"]),
+        .target(name: "HCITransport", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
+        // Helpers shared by test targets (capture checks with tshark, loopback ports, waits).
+        // Not part of any product.
+        .target(name: "TestSupport", dependencies: ["HCITransport", "HCI", "Scheduling"]),
         // The host side of HCI: command flow control and timeouts, ACL credits, fragmentation.
         .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
@@ -38,10 +41,12 @@ let package = Package(
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding"]),
-        .testTarget(name: "HCITransportTests", dependencies: ["HCITransport", "HCI", "Scheduling"]),
+        .testTarget(name: "HCITransportTests", dependencies: [
+            "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
+        ]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
-            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling",
+            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,277 @@
+import ByteCoding
+import Foundation
+import Glibc
+import HCI
+import Scheduling
+import Synchronization
+
+/// The btsnoop capture format (RFC 1761 "snoop" with Bluetooth datalinks), as read by Wireshark,
+/// tshark and btmon. All fields are big-endian. We write datalink 1002, "HCI UART (H4)": each
+/// record's data is an H4 frame, indicator byte first.
+public enum Btsnoop {
+    /// "btsnoop\0".
+    public static let magic: [UInt8] = Array("btsnoop".utf8) + [0]
+    public static let version: UInt32 = 1
+    public static let datalinkH4: UInt32 = 1002
+    /// Magic, version, datalink.
+    public static let fileHeaderLength = 16
+    /// Original length, included length, flags, cumulative drops, timestamp.
+    public static let recordHeaderLength = 24
+    /// Timestamps count microseconds from midnight, January 1st of year 0 (AD);
+    /// this is the Unix epoch on that scale.
+    public static let unixEpochMicroseconds: Int64 = 0x00DC_DDB3_0F2F_8000
+
+    /// Who sent a recorded packet, as seen from the host.
+    public enum Direction: Sendable, Hashable {
+        /// Host to controller (commands, outgoing ACL).
+        case sent
+        /// Controller to host (events, incoming ACL).
+        case received
+    }
+
+    /// Record flags: bit 0 set when received by the host; bit 1 set for commands and events
+    /// (clear for data).
+    public static func flags(direction: Direction, packetType: UInt8) -> UInt32 {
+        let received: UInt32 = direction == .received ? 1 : 0
+        let control: UInt32 =
+            packetType == HCIPacketType.command.rawValue || packetType == HCIPacketType.event.rawValue ? 2 : 0
+        return received | control
+    }
+
+    /// The file header bytes.
+    public static var fileHeader: [UInt8] {
+        var bytes = magic
+        appendBigEndian(version, to: &bytes)
+        appendBigEndian(datalinkH4, to: &bytes)
+        return bytes
+    }
+
+    /// One record: header then the H4 frame.
+    public static func record(h4Frame: [UInt8], direction: Direction, unixMicroseconds: Int64) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(recordHeaderLength + h4Frame.count)
+        appendBigEndian(UInt32(h4Frame.count), to: &bytes)  // original length
+        appendBigEndian(UInt32(h4Frame.count), to: &bytes)  // included length
+        appendBigEndian(flags(direction: direction, packetType: h4Frame.first ?? 0), to: &bytes)
+        appendBigEndian(UInt32(0), to: &bytes)  // cumulative drops
+        appendBigEndian(UInt64(bitPattern: unixMicroseconds &+ unixEpochMicroseconds), to: &bytes)
+        bytes.append(contentsOf: h4Frame)
+        return bytes
+    }
+
+    static func appendBigEndian<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Microseconds since the Unix epoch, from the wall clock.
+    public static func nowUnixMicroseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+    }
+}
+
+/// Appends packets to a btsnoop file. Thread-safe. Each record goes out in one `write(2)` and
+/// nothing is buffered in the process, so a capture of a process that is killed stays readable
+/// up to its last packet.
+public final class BtsnoopWriter: Sendable {
+    public let path: String
+    /// The descriptor, or -1 once closed.
+    private let fd: Mutex<Int32>
+
+    /// Creates (or truncates) the file at `path` and writes the file header.
+    public init(path: String) throws {
+        self.path = path
+        let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw POSIX.error("btsnoop \(path): open") }
+        fd = Mutex(descriptor)
+        do {
+            try writeWhole(Btsnoop.fileHeader, to: descriptor)
+        } catch {
+            Glibc.close(descriptor)
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Records an H4 packet. `unixMicroseconds` defaults to the wall clock. Write errors are
+    /// ignored: losing the capture must not break the transport being captured.
+    public func write(_ packet: HCIPacket, direction: Btsnoop.Direction, unixMicroseconds: Int64? = nil) {
+        write(h4Frame: packet.h4Bytes, direction: direction, unixMicroseconds: unixMicroseconds)
+    }
+
+    /// Records an H4 frame as bytes (indicator byte first).
+    public func write(h4Frame: [UInt8], direction: Btsnoop.Direction, unixMicroseconds: Int64? = nil) {
+        let record = Btsnoop.record(
+            h4Frame: h4Frame, direction: direction,
+            unixMicroseconds: unixMicroseconds ?? Btsnoop.nowUnixMicroseconds())
+        fd.withLock { descriptor in
+            guard descriptor >= 0 else { return }
+            try? writeWhole(record, to: descriptor)
+        }
+    }
+
+    /// Closes the file; later writes are ignored.
+    public func close() {
+        fd.withLock { descriptor in
+            if descriptor >= 0 { Glibc.close(descriptor) }
+            descriptor = -1
+        }
+    }
+
+    private func writeWhole(_ bytes: [UInt8], to descriptor: Int32) throws {
+        try bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            // A regular file takes the whole record in one write; the loop only covers signals.
+            while offset < buffer.count {
+                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw POSIX.error("btsnoop \(path): write")
+                }
+                offset += written
+            }
+        }
+    }
+}
+
+/// One packet record of a btsnoop file.
+public struct BtsnoopRecord: Hashable, Sendable {
+    public var originalLength: UInt32
+    public var flags: UInt32
+    public var cumulativeDrops: UInt32
+    /// Microseconds since midnight, January 1st of year 0.
+    public var timestamp: UInt64
+    /// The included bytes: an H4 frame for datalink 1002.
+    public var data: [UInt8]
+
+    public var direction: Btsnoop.Direction { flags & 1 == 1 ? .received : .sent }
+    public var isCommandOrEvent: Bool { flags & 2 != 0 }
+    public var unixMicroseconds: Int64 { Int64(bitPattern: timestamp) &- Btsnoop.unixEpochMicroseconds }
+
+    /// The recorded packet, for H4 captures.
+    public func packet() throws -> HCIPacket { try HCIPacket(h4: data) }
+}
+
+/// Reads a btsnoop file. A record cut short at the end (a capture whose writer was killed)
+/// ends the list; a bad file header throws.
+public struct BtsnoopReader: Sendable {
+    public var version: UInt32
+    public var datalink: UInt32
+    public var records: [BtsnoopRecord]
+    /// Bytes at the end that didn't make a whole record.
+    public var truncatedTailLength: Int
+
+    public init(path: String) throws {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw HCITransportError("btsnoop \(path): can't read file")
+        }
+        try self.init(bytes: [UInt8](data))
+    }
+
+    public init(bytes: [UInt8]) throws {
+        var reader = BigEndianReader(bytes: bytes)
+        guard let magic = reader.bytes(8), magic == Btsnoop.magic,
+              let version = reader.u32(), let datalink = reader.u32()
+        else { throw DecodeError("btsnoop: missing or bad file header") }
+        self.version = version
+        self.datalink = datalink
+        records = []
+        while reader.remaining > 0 {
+            let recordStart = reader.offset
+            guard let originalLength = reader.u32(), let includedLength = reader.u32(),
+                  let flags = reader.u32(), let drops = reader.u32(), let timestamp = reader.u64(),
+                  let data = reader.bytes(Int(includedLength))
+            else {
+                truncatedTailLength = bytes.count - recordStart
+                return
+            }
+            records.append(BtsnoopRecord(
+                originalLength: originalLength, flags: flags, cumulativeDrops: drops,
+                timestamp: timestamp, data: data))
+        }
+        truncatedTailLength = 0
+    }
+
+    /// Big-endian reads that return nil past the end.
+    private struct BigEndianReader {
+        let bytes: [UInt8]
+        var offset = 0
+        var remaining: Int { bytes.count - offset }
+
+        mutating func bytes(_ count: Int) -> [UInt8]? {
+            guard count >= 0, remaining >= count else { return nil }
+            defer { offset += count }
+            return Array(bytes[offset..<offset + count])
+        }
+
+        mutating func u32() -> UInt32? {
+            bytes(4).map { $0.reduce(0) { $0 << 8 | UInt32($1) } }
+        }
+
+        mutating func u64() -> UInt64? {
+            bytes(8).map { $0.reduce(0) { $0 << 8 | UInt64($1) } }
+        }
+    }
+}
+
+/// Records everything that crosses a transport into a btsnoop file: packets the host sends as
+/// they are sent, packets from the controller as they are received.
+public final class SnoopingTransport: HCITransport {
+    public let wrapped: HCITransport
+    public let writer: BtsnoopWriter
+
+    public init(wrapping transport: HCITransport, writer: BtsnoopWriter) {
+        wrapped = transport
+        self.writer = writer
+    }
+
+    private final class RecordingSink: HCIPacketSink {
+        let sink: HCIPacketSink
+        let writer: BtsnoopWriter
+        init(sink: HCIPacketSink, writer: BtsnoopWriter) {
+            self.sink = sink
+            self.writer = writer
+        }
+        func receive(_ packet: HCIPacket) {
+            writer.write(packet, direction: .received)
+            sink.receive(packet)
+        }
+        func transportClosed(_ error: HCITransportError?) { sink.transportClosed(error) }
+    }
+
+    public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
+        try wrapped.open(on: loop, sink: RecordingSink(sink: sink, writer: writer))
+    }
+
+    public func send(_ packet: HCIPacket) {
+        writer.write(packet, direction: .sent)
+        wrapped.send(packet)
+    }
+
+    public func close() { wrapped.close() }
+}
+
+/// Capturing selected by the environment.
+public enum Snoop {
+    /// The environment variable naming the btsnoop file to write.
+    public static let environmentVariable = "CB_SNOOP"
+
+    /// A writer for the file named by `CB_SNOOP`, or nil when it is unset or empty.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> BtsnoopWriter? {
+        guard let path = environment[environmentVariable], !path.isEmpty else { return nil }
+        return try BtsnoopWriter(path: path)
+    }
+
+    /// Wraps `transport` in a `SnoopingTransport` when `CB_SNOOP` is set.
+    public static func wrapFromEnvironment(
+        _ transport: HCITransport,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> HCITransport {
+        guard let writer = try fromEnvironment(environment) else { return transport }
+        return SnoopingTransport(wrapping: transport, writer: writer)
+    }
+}

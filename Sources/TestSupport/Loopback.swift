@@ -1,0 +1,79 @@
+import Foundation
+import Glibc
+import HCI
+import HCITransport
+import Scheduling
+import Synchronization
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it). Prefer servers
+/// that bind port 0 themselves; this is for tools that need a port number up front.
+public func freeLoopbackPort() throws -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw TsharkError(description: "socket: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard ok else { throw TsharkError(description: "bind 127.0.0.1:0: errno \(errno)") }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+/// Waits for something another thread does (a socket reader, an accept), for real-I/O tests
+/// only: polls `condition` every millisecond for at most `timeout`, running a manually paced
+/// `loop` between polls so that work posted to it gets done. Returns whether it held.
+@discardableResult
+public func waitUntil(
+    timeout: Duration = .seconds(5), pumping loop: EventLoop? = nil, _ condition: () -> Bool
+) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        if let loop, loop.pacing == .manual { loop.runUntilIdle() }
+        if condition() { return true }
+        if ContinuousClock.now >= deadline { return false }
+        usleep(1000)
+    }
+}
+
+/// A sink that keeps what it is given, readable from any thread.
+public final class RecordingSink: HCIPacketSink {
+    private struct Record {
+        var packets: [HCIPacket] = []
+        var closes: [HCITransportError?] = []
+    }
+    private let record = Mutex(Record())
+
+    public init() {}
+
+    public func receive(_ packet: HCIPacket) { record.withLock { $0.packets.append(packet) } }
+    public func transportClosed(_ error: HCITransportError?) { record.withLock { $0.closes.append(error) } }
+
+    /// Packets received so far.
+    public var packets: [HCIPacket] { record.withLock { $0.packets } }
+    /// One entry per `transportClosed` call (there should never be more than one).
+    public var closes: [HCITransportError?] { record.withLock { $0.closes } }
+    public var isClosed: Bool { !closes.isEmpty }
+}
+
+/// A value shared between a test and callbacks on other threads.
+public final class Shared<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    public init(_ value: Value) { storage = Mutex(value) }
+    public var value: Value {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
+    public func update<T: Sendable>(_ body: (inout Value) -> T) -> T { storage.withLock { body(&$0) } }
+}
+
+/// A fresh path in the temporary directory, for captures and Unix sockets.
+public func temporaryPath(_ name: String) -> String {
+    let directory = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+    return "\(directory)/cb-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-\(name)"
+}
