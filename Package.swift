@@ -10,10 +10,13 @@ let package = Package(
         .library(name: "HCITransport", targets: ["HCITransport"]),
         .library(name: "HCIDriver", targets: ["HCIDriver"]),
         .library(name: "VirtualController", targets: ["VirtualController"]),
+        .executable(name: "cbtool", targets: ["cbtool"]),
     ],
     dependencies: [
         // AES-128 (LE Encrypt, link-layer session keys) now; AES-CMAC and P-256 for SMP next.
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        // cbtool's subcommands, options and help.
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         // Little-endian readers/writers shared by every codec.
@@ -36,6 +39,11 @@ let package = Package(
         .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
         .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
+        // The command-line tool: demo, virtual controllers served over H4.
+        .executableTarget(name: "cbtool", dependencies: [
+            "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
 
         .testTarget(name: "ByteCodingTests", dependencies: ["ByteCoding"]),
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
