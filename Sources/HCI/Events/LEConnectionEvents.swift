@@ -61,8 +61,8 @@ public struct LEConnectionComplete: LEMetaEventParameters, Hashable {
     public init(decodingParameters reader: inout ByteReader) throws {
         status = HCIStatus(try reader.u8())
         connectionHandle = try reader.handle12()
-        role = try reader.enumeration(LERole.self)
-        peerAddressType = try reader.enumeration(LEAddressType.self)
+        role = try reader.eventEnum(LERole.self)
+        peerAddressType = try reader.eventEnum(LEAddressType.self)
         peerAddress = try reader.address()
         connectionInterval = try reader.u16()
         peripheralLatency = try reader.u16()
@@ -131,8 +131,8 @@ public struct LEEnhancedConnectionComplete: LEMetaEventParameters, Hashable {
     public init(decodingParameters reader: inout ByteReader) throws {
         status = HCIStatus(try reader.u8())
         connectionHandle = try reader.handle12()
-        role = try reader.enumeration(LERole.self)
-        peerAddressType = try reader.enumeration(LEAddressType.self)
+        role = try reader.eventEnum(LERole.self)
+        peerAddressType = try reader.eventEnum(LEAddressType.self)
         peerAddress = try reader.address()
         localResolvablePrivateAddress = try reader.address()
         peerResolvablePrivateAddress = try reader.address()
@@ -208,8 +208,8 @@ public struct LEEnhancedConnectionCompleteV2: LEMetaEventParameters, Hashable {
     public init(decodingParameters reader: inout ByteReader) throws {
         status = HCIStatus(try reader.u8())
         connectionHandle = try reader.handle12()
-        role = try reader.enumeration(LERole.self)
-        peerAddressType = try reader.enumeration(LEAddressType.self)
+        role = try reader.eventEnum(LERole.self)
+        peerAddressType = try reader.eventEnum(LEAddressType.self)
         peerAddress = try reader.address()
         localResolvablePrivateAddress = try reader.address()
         peerResolvablePrivateAddress = try reader.address()
