@@ -1,17 +1,26 @@
 import ByteCoding
 
 /// Every event the host understands, decoded; anything else stays raw in `.unknown`.
-public enum HCIEvent: Sendable {
+public enum HCIEvent: Sendable, Hashable {
+    case disconnectionComplete(DisconnectionComplete)
+    case hardwareError(HardwareError)
+    case numberOfCompletedPackets(NumberOfCompletedPackets)
+    case dataBufferOverflow(DataBufferOverflow)
     case commandComplete(CommandComplete)
     case commandStatus(CommandStatus)
     case le(LEMetaEvent)
-    /// An event code (or a malformed event, see `init(decoding:)`) the host does not interpret.
+    /// An event code the host does not interpret.
     case unknown(HCIEventPacket)
 
     /// Decodes a packet. Unknown codes give `.unknown`; a known event whose parameters are
     /// malformed throws `DecodeError`.
     public init(decoding packet: HCIEventPacket) throws {
         switch packet.code {
+        case DisconnectionComplete.eventCode: self = .disconnectionComplete(try DisconnectionComplete(packet: packet))
+        case HardwareError.eventCode: self = .hardwareError(try HardwareError(packet: packet))
+        case NumberOfCompletedPackets.eventCode:
+            self = .numberOfCompletedPackets(try NumberOfCompletedPackets(packet: packet))
+        case DataBufferOverflow.eventCode: self = .dataBufferOverflow(try DataBufferOverflow(packet: packet))
         case CommandComplete.eventCode: self = .commandComplete(try CommandComplete(packet: packet))
         case CommandStatus.eventCode: self = .commandStatus(try CommandStatus(packet: packet))
         case HCIEventCode.leMeta: self = .le(try LEMetaEvent(decoding: packet))
@@ -21,29 +30,85 @@ public enum HCIEvent: Sendable {
 
     public var packet: HCIEventPacket {
         switch self {
+        case .disconnectionComplete(let e): e.packet
+        case .hardwareError(let e): e.packet
+        case .numberOfCompletedPackets(let e): e.packet
+        case .dataBufferOverflow(let e): e.packet
         case .commandComplete(let e): e.packet
         case .commandStatus(let e): e.packet
         case .le(let e): e.packet
         case .unknown(let p): p
         }
     }
+
+    /// The spec's name of the event, for logs ("Disconnection Complete", "LE Advertising Report").
+    public var name: String {
+        switch self {
+        case .disconnectionComplete: DisconnectionComplete.name
+        case .hardwareError: HardwareError.name
+        case .numberOfCompletedPackets: NumberOfCompletedPackets.name
+        case .dataBufferOverflow: DataBufferOverflow.name
+        case .commandComplete: CommandComplete.name
+        case .commandStatus: CommandStatus.name
+        case .le(let e): e.name
+        case .unknown(let p): "Unknown event 0x" + p.code.hex2
+        }
+    }
 }
 
 /// LE Meta subevents (event code 0x3E).
-public enum LEMetaEvent: Sendable {
+public enum LEMetaEvent: Sendable, Hashable {
+    case connectionComplete(LEConnectionComplete)
+    case advertisingReport(LEAdvertisingReport)
+    case enhancedConnectionComplete(LEEnhancedConnectionComplete)
+    case extendedAdvertisingReport(LEExtendedAdvertisingReport)
+    case enhancedConnectionCompleteV2(LEEnhancedConnectionCompleteV2)
+    /// A subevent the host does not interpret.
     case unknown(subevent: UInt8, parameters: [UInt8])
 
+    /// Decodes an LE Meta event; an empty one (no subevent code) or a known subevent with
+    /// malformed parameters throws `DecodeError`.
     public init(decoding packet: HCIEventPacket) throws {
         guard let subevent = packet.parameters.first else { throw DecodeError("LE Meta event: no subevent code") }
         switch subevent {
+        case LEConnectionComplete.subeventCode: self = .connectionComplete(try LEConnectionComplete(packet: packet))
+        case LEAdvertisingReport.subeventCode: self = .advertisingReport(try LEAdvertisingReport(packet: packet))
+        case LEEnhancedConnectionComplete.subeventCode:
+            self = .enhancedConnectionComplete(try LEEnhancedConnectionComplete(packet: packet))
+        case LEExtendedAdvertisingReport.subeventCode:
+            self = .extendedAdvertisingReport(try LEExtendedAdvertisingReport(packet: packet))
+        case LEEnhancedConnectionCompleteV2.subeventCode:
+            self = .enhancedConnectionCompleteV2(try LEEnhancedConnectionCompleteV2(packet: packet))
         default: self = .unknown(subevent: subevent, parameters: Array(packet.parameters.dropFirst()))
         }
     }
 
     public var packet: HCIEventPacket {
         switch self {
+        case .connectionComplete(let e): e.packet
+        case .advertisingReport(let e): e.packet
+        case .enhancedConnectionComplete(let e): e.packet
+        case .extendedAdvertisingReport(let e): e.packet
+        case .enhancedConnectionCompleteV2(let e): e.packet
         case .unknown(let subevent, let parameters):
             HCIEventPacket(code: HCIEventCode.leMeta, parameters: [subevent] + parameters)
         }
     }
+
+    /// The spec's name of the subevent, for logs.
+    public var name: String {
+        switch self {
+        case .connectionComplete: LEConnectionComplete.name
+        case .advertisingReport: LEAdvertisingReport.name
+        case .enhancedConnectionComplete: LEEnhancedConnectionComplete.name
+        case .extendedAdvertisingReport: LEExtendedAdvertisingReport.name
+        case .enhancedConnectionCompleteV2: LEEnhancedConnectionCompleteV2.name
+        case .unknown(let subevent, _): "Unknown LE subevent 0x" + subevent.hex2
+        }
+    }
+}
+
+extension UInt8 {
+    /// Two lower-case hex digits, for names of unknown codes.
+    fileprivate var hex2: String { (self < 0x10 ? "0" : "") + String(self, radix: 16) }
 }
