@@ -20,7 +20,7 @@ extension HCIDriver {
             logger.log(.warning, "ACL for unknown connection 0x\(String(handle, radix: 16)); rejected")
             return false
         }
-        guard pdu.count >= 4, 4 + (Int(pdu[2]) | Int(pdu[3]) << 8) == pdu.count else {
+        guard pdu.count >= 4, 4 + (Int(pdu[0]) | Int(pdu[1]) << 8) == pdu.count else {
             logger.log(.warning, "ACL PDU of \(pdu.count) bytes is not one L2CAP PDU; rejected")
             return false
         }
@@ -175,7 +175,7 @@ struct ACLReassembler {
             partial = Partial(bytes: packet.data, expected: nil)
         }
         if partial.expected == nil, partial.bytes.count >= 4 {
-            partial.expected = 4 + (Int(partial.bytes[2]) | Int(partial.bytes[3]) << 8)
+            partial.expected = 4 + (Int(partial.bytes[0]) | Int(partial.bytes[1]) << 8)
         }
         guard let expected = partial.expected, partial.bytes.count >= expected else {
             partials[packet.handle] = partial
