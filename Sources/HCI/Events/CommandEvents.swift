@@ -60,6 +60,5 @@ public struct CommandStatus: HCIEventParameters, Hashable {
         status = HCIStatus(try reader.u8())
         numHCICommandPackets = try reader.u8()
         opcode = HCIOpcode(rawValue: try reader.u16())
-        try reader.expectEnd()
     }
 }

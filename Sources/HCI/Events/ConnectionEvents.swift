@@ -7,6 +7,17 @@ extension ByteReader {
     /// A Connection_Handle field: the low 12 bits; the top 4 bits are not part of the handle.
     @inline(__always)
     mutating func handle12() throws -> ConnectionHandle { try u16() & 0x0FFF }
+
+    /// Like `enumeration(_:)`, but visible to the optimizer in this module, so it is specialized
+    /// per enum instead of going through generic metadata on every field (hot in advertising reports).
+    @inline(__always)
+    mutating func eventEnum<T: RawRepresentable>(_: T.Type) throws -> T where T.RawValue == UInt8 {
+        let raw = try u8()
+        guard let value = T(rawValue: raw) else {
+            throw DecodeError("\(context): invalid \(T.self) value 0x\(String(raw, radix: 16))")
+        }
+        return value
+    }
 }
 
 extension ByteWriter {

@@ -76,8 +76,8 @@ public struct LEAdvertisingReport: LEMetaEventParameters, Hashable {
         var reports: [Report] = []
         reports.reserveCapacity(count)
         for _ in 0..<count {
-            let eventType = try reader.enumeration(LegacyAdvertisingEventType.self)
-            let addressType = try reader.enumeration(LEAddressType.self)
+            let eventType = try reader.eventEnum(LegacyAdvertisingEventType.self)
+            let addressType = try reader.eventEnum(LEAddressType.self)
             let address = try reader.address()
             let data = try reader.bytes(Int(try reader.u8()))
             reports.append(Report(eventType: eventType, addressType: addressType, address: address,
@@ -147,10 +147,10 @@ public struct LEDirectedAdvertisingReport: LEMetaEventParameters, Hashable {
         var reports: [Report] = []
         reports.reserveCapacity(count)
         for _ in 0..<count {
-            reports.append(Report(eventType: try reader.enumeration(LegacyAdvertisingEventType.self),
-                                  addressType: try reader.enumeration(LEAddressType.self),
+            reports.append(Report(eventType: try reader.eventEnum(LegacyAdvertisingEventType.self),
+                                  addressType: try reader.eventEnum(LEAddressType.self),
                                   address: try reader.address(),
-                                  directAddressType: try reader.enumeration(LEAddressType.self),
+                                  directAddressType: try reader.eventEnum(LEAddressType.self),
                                   directAddress: try reader.address(),
                                   rssi: try reader.i8()))
         }

@@ -61,8 +61,8 @@ public struct LEConnectionComplete: LEMetaEventParameters, Hashable {
     public init(decodingParameters reader: inout ByteReader) throws {
         status = HCIStatus(try reader.u8())
         connectionHandle = try reader.handle12()
-        role = try reader.enumeration(LERole.self)
-        peerAddressType = try reader.enumeration(LEAddressType.self)
+        role = try reader.eventEnum(LERole.self)
+        peerAddressType = try reader.eventEnum(LEAddressType.self)
         peerAddress = try reader.address()
         connectionInterval = try reader.u16()
         peripheralLatency = try reader.u16()
@@ -131,8 +131,8 @@ public struct LEEnhancedConnectionComplete: LEMetaEventParameters, Hashable {
     public init(decodingParameters reader: inout ByteReader) throws {
         status = HCIStatus(try reader.u8())
         connectionHandle = try reader.handle12()
-        role = try reader.enumeration(LERole.self)
-        peerAddressType = try reader.enumeration(LEAddressType.self)
+        role = try reader.eventEnum(LERole.self)
+        peerAddressType = try reader.eventEnum(LEAddressType.self)
         peerAddress = try reader.address()
         localResolvablePrivateAddress = try reader.address()
         peerResolvablePrivateAddress = try reader.address()
@@ -208,8 +208,8 @@ public struct LEEnhancedConnectionCompleteV2: LEMetaEventParameters, Hashable {
     public init(decodingParameters reader: inout ByteReader) throws {
         status = HCIStatus(try reader.u8())
         connectionHandle = try reader.handle12()
-        role = try reader.enumeration(LERole.self)
-        peerAddressType = try reader.enumeration(LEAddressType.self)
+        role = try reader.eventEnum(LERole.self)
+        peerAddressType = try reader.eventEnum(LEAddressType.self)
         peerAddress = try reader.address()
         localResolvablePrivateAddress = try reader.address()
         peerResolvablePrivateAddress = try reader.address()
@@ -219,5 +219,190 @@ public struct LEEnhancedConnectionCompleteV2: LEMetaEventParameters, Hashable {
         centralClockAccuracy = try reader.u8()
         advertisingHandle = try reader.u8()
         syncHandle = try reader.u16()
+    }
+}
+
+/// HCI_LE_Connection_Update_Complete (Vol 4 Part E §7.7.65.3): new connection parameters are in
+/// effect (or the update failed).
+public struct LEConnectionUpdateComplete: LEMetaEventParameters, Hashable {
+    public static let subeventCode: UInt8 = 0x03
+    public static let name = "LE Connection Update Complete"
+    public var status: HCIStatus
+    public var connectionHandle: ConnectionHandle
+    /// Units of 1.25 ms.
+    public var connectionInterval: UInt16
+    /// Connection events the peripheral may skip.
+    public var peripheralLatency: UInt16
+    /// Units of 10 ms.
+    public var supervisionTimeout: UInt16
+
+    public init(status: HCIStatus = .success, connectionHandle: ConnectionHandle, connectionInterval: UInt16,
+                peripheralLatency: UInt16, supervisionTimeout: UInt16) {
+        self.status = status
+        self.connectionHandle = connectionHandle & 0x0FFF
+        self.connectionInterval = connectionInterval
+        self.peripheralLatency = peripheralLatency
+        self.supervisionTimeout = supervisionTimeout
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.u8(status.rawValue)
+        writer.handle12(connectionHandle)
+        writer.u16(connectionInterval)
+        writer.u16(peripheralLatency)
+        writer.u16(supervisionTimeout)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        status = HCIStatus(try reader.u8())
+        connectionHandle = try reader.handle12()
+        connectionInterval = try reader.u16()
+        peripheralLatency = try reader.u16()
+        supervisionTimeout = try reader.u16()
+    }
+}
+
+/// HCI_LE_Read_Remote_Features_Complete (Vol 4 Part E §7.7.65.4): the peer's LE feature bits
+/// (page 0), after HCI_LE_Read_Remote_Features.
+public struct LEReadRemoteFeaturesComplete: LEMetaEventParameters, Hashable {
+    public static let subeventCode: UInt8 = 0x04
+    public static let name = "LE Read Remote Features Complete"
+    public var status: HCIStatus
+    public var connectionHandle: ConnectionHandle
+    /// LE feature bit mask (Vol 6 Part B §4.6); bit n is bit n of the 64-bit little-endian field.
+    public var leFeatures: UInt64
+
+    public init(status: HCIStatus = .success, connectionHandle: ConnectionHandle, leFeatures: UInt64) {
+        self.status = status
+        self.connectionHandle = connectionHandle & 0x0FFF
+        self.leFeatures = leFeatures
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.u8(status.rawValue)
+        writer.handle12(connectionHandle)
+        writer.u64(leFeatures)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        status = HCIStatus(try reader.u8())
+        connectionHandle = try reader.handle12()
+        leFeatures = try reader.u64()
+    }
+}
+
+/// HCI_LE_Remote_Connection_Parameter_Request (Vol 4 Part E §7.7.65.6): the peer asked for new
+/// connection parameters; the host accepts or rejects with the matching reply commands.
+public struct LERemoteConnectionParameterRequest: LEMetaEventParameters, Hashable {
+    public static let subeventCode: UInt8 = 0x06
+    public static let name = "LE Remote Connection Parameter Request"
+    public var connectionHandle: ConnectionHandle
+    /// Units of 1.25 ms.
+    public var intervalMin: UInt16
+    /// Units of 1.25 ms.
+    public var intervalMax: UInt16
+    /// Connection events the peripheral may skip.
+    public var maxLatency: UInt16
+    /// Supervision timeout, units of 10 ms.
+    public var timeout: UInt16
+
+    public init(connectionHandle: ConnectionHandle, intervalMin: UInt16, intervalMax: UInt16,
+                maxLatency: UInt16, timeout: UInt16) {
+        self.connectionHandle = connectionHandle & 0x0FFF
+        self.intervalMin = intervalMin
+        self.intervalMax = intervalMax
+        self.maxLatency = maxLatency
+        self.timeout = timeout
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.handle12(connectionHandle)
+        writer.u16(intervalMin)
+        writer.u16(intervalMax)
+        writer.u16(maxLatency)
+        writer.u16(timeout)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        connectionHandle = try reader.handle12()
+        intervalMin = try reader.u16()
+        intervalMax = try reader.u16()
+        maxLatency = try reader.u16()
+        timeout = try reader.u16()
+    }
+}
+
+/// HCI_LE_Data_Length_Change (Vol 4 Part E §7.7.65.7): the maximum LL payload sizes and times in
+/// use on a connection changed.
+public struct LEDataLengthChange: LEMetaEventParameters, Hashable {
+    public static let subeventCode: UInt8 = 0x07
+    public static let name = "LE Data Length Change"
+    public var connectionHandle: ConnectionHandle
+    /// Octets of LL payload we may send per packet (27–251).
+    public var maxTxOctets: UInt16
+    /// Microseconds a packet we send may take on air (328–17040).
+    public var maxTxTime: UInt16
+    /// Octets of LL payload the peer may send per packet (27–251).
+    public var maxRxOctets: UInt16
+    /// Microseconds a packet the peer sends may take on air (328–17040).
+    public var maxRxTime: UInt16
+
+    public init(connectionHandle: ConnectionHandle, maxTxOctets: UInt16, maxTxTime: UInt16,
+                maxRxOctets: UInt16, maxRxTime: UInt16) {
+        self.connectionHandle = connectionHandle & 0x0FFF
+        self.maxTxOctets = maxTxOctets
+        self.maxTxTime = maxTxTime
+        self.maxRxOctets = maxRxOctets
+        self.maxRxTime = maxRxTime
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.handle12(connectionHandle)
+        writer.u16(maxTxOctets)
+        writer.u16(maxTxTime)
+        writer.u16(maxRxOctets)
+        writer.u16(maxRxTime)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        connectionHandle = try reader.handle12()
+        maxTxOctets = try reader.u16()
+        maxTxTime = try reader.u16()
+        maxRxOctets = try reader.u16()
+        maxRxTime = try reader.u16()
+    }
+}
+
+/// HCI_LE_PHY_Update_Complete (Vol 4 Part E §7.7.65.12): the PHYs in use on a connection changed
+/// (or the update failed).
+public struct LEPHYUpdateComplete: LEMetaEventParameters, Hashable {
+    public static let subeventCode: UInt8 = 0x0C
+    public static let name = "LE PHY Update Complete"
+    public var status: HCIStatus
+    public var connectionHandle: ConnectionHandle
+    /// 0x01 LE 1M, 0x02 LE 2M, 0x03 LE Coded.
+    public var txPhy: UInt8
+    /// 0x01 LE 1M, 0x02 LE 2M, 0x03 LE Coded.
+    public var rxPhy: UInt8
+
+    public init(status: HCIStatus = .success, connectionHandle: ConnectionHandle, txPhy: UInt8, rxPhy: UInt8) {
+        self.status = status
+        self.connectionHandle = connectionHandle & 0x0FFF
+        self.txPhy = txPhy
+        self.rxPhy = rxPhy
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.u8(status.rawValue)
+        writer.handle12(connectionHandle)
+        writer.u8(txPhy)
+        writer.u8(rxPhy)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        status = HCIStatus(try reader.u8())
+        connectionHandle = try reader.handle12()
+        txPhy = try reader.u8()
+        rxPhy = try reader.u8()
     }
 }
