@@ -1,0 +1,199 @@
+import HCI
+
+// MARK: Outbound
+
+extension HCIDriver {
+    /// Queues a whole L2CAP PDU (basic header included) for a connection. It is cut into
+    /// fragments of the controller's ACL data length and sent as controller buffers free up,
+    /// round-robin between connections.
+    ///
+    /// Returns false (and sends nothing) for an unknown handle, before `start` has read the
+    /// buffer sizes, for a PDU whose length field disagrees with its size, or when the
+    /// connection already has `maxQueuedPDUsPerConnection` PDUs waiting.
+    @discardableResult
+    public func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool {
+        guard state == .running, let fragmentSize = controllerInfo?.aclDataPacketLength, fragmentSize > 0 else {
+            logger.log(.warning, "ACL for 0x\(String(handle, radix: 16)) before the driver runs; rejected")
+            return false
+        }
+        guard var connection = connections[handle] else {
+            logger.log(.warning, "ACL for unknown connection 0x\(String(handle, radix: 16)); rejected")
+            return false
+        }
+        guard pdu.count >= 4, 4 + (Int(pdu[0]) | Int(pdu[1]) << 8) == pdu.count else {
+            logger.log(.warning, "ACL PDU of \(pdu.count) bytes is not one L2CAP PDU; rejected")
+            return false
+        }
+        guard connection.queuedPDUs < configuration.maxQueuedPDUsPerConnection else {
+            logger.log(.info, "ACL queue of 0x\(String(handle, radix: 16)) is full; rejected")
+            return false
+        }
+        var offset = 0
+        while offset < pdu.count {
+            let end = min(offset + fragmentSize, pdu.count)
+            let packet = ACLDataPacket(handle: handle, boundary: offset == 0 ? .firstNonFlushable : .continuing,
+                                       data: Array(pdu[offset..<end]))
+            connection.fragments.append((packet: packet, endsPDU: end == pdu.count))
+            offset = end
+        }
+        connection.queuedPDUs += 1
+        if !sendOrder.contains(handle) { sendOrder.append(handle) }
+        connections[handle] = connection
+        pumpACL()
+        if let left = connections[handle], !left.fragments.isEmpty {
+            connections[handle]?.waitedForCredits = true
+        }
+        return true
+    }
+
+    /// Whole PDUs of a connection not yet completely handed to the controller (0 for unknown
+    /// handles). The layer above compares it with its own limit for back-pressure.
+    public func queuedPDUs(handle: ConnectionHandle) -> Int {
+        connections[handle]?.queuedPDUs ?? 0
+    }
+
+    /// Whether an LE connection with this handle is open.
+    public func isConnected(handle: ConnectionHandle) -> Bool {
+        connections[handle] != nil
+    }
+
+    /// Sends fragments while the controller has buffers, one per connection in turn.
+    func pumpACL() {
+        var drained: [ConnectionHandle] = []
+        while aclCredits > 0, !sendOrder.isEmpty {
+            let handle = sendOrder.removeFirst()
+            guard var connection = connections[handle], let next = connection.fragments.popFirst() else { continue }
+            aclCredits -= 1
+            connection.inFlight += 1
+            if next.endsPDU { connection.queuedPDUs -= 1 }
+            if connection.fragments.isEmpty {
+                if connection.waitedForCredits {
+                    connection.waitedForCredits = false
+                    drained.append(handle)
+                }
+            } else {
+                sendOrder.append(handle)
+            }
+            connections[handle] = connection
+            // State is consistent before the send: a transport may answer synchronously.
+            transport.send(.acl(next.packet))
+        }
+        for handle in drained where connections[handle]?.fragments.isEmpty == true {
+            delegate?.driverCanSendMore(handle: handle)
+        }
+    }
+
+    func handleNumberOfCompletedPackets(_ event: NumberOfCompletedPackets) {
+        let total = controllerInfo?.totalACLDataPackets ?? 0
+        for entry in event.entries {
+            guard var connection = connections[entry.handle] else {
+                logger.log(.debug, "Number Of Completed Packets for unknown handle 0x\(String(entry.handle, radix: 16))")
+                continue
+            }
+            // Never believe more completions than packets we sent on the connection.
+            let returned = min(Int(entry.completedPackets), connection.inFlight)
+            if returned < Int(entry.completedPackets) {
+                logger.log(.warning, "controller completed \(entry.completedPackets) packets on "
+                    + "0x\(String(entry.handle, radix: 16)) but only \(connection.inFlight) were in flight")
+            }
+            connection.inFlight -= returned
+            connections[entry.handle] = connection
+            aclCredits = min(aclCredits + returned, total)
+        }
+        pumpACL()
+    }
+
+    func connectionOpened(_ handle: ConnectionHandle) {
+        if connections[handle] == nil { connections[handle] = OutboundConnection() }
+    }
+
+    /// The controller flushed whatever the connection had in its buffers (Vol 4 Part E §4.3):
+    /// those buffers are free again, and what waited here is dropped.
+    func connectionClosed(_ handle: ConnectionHandle) {
+        if let connection = connections.removeValue(forKey: handle) {
+            aclCredits = min(aclCredits + connection.inFlight, controllerInfo?.totalACLDataPackets ?? 0)
+            sendOrder.removeAll { $0 == handle }
+        }
+        reassembler.reset(handle: handle)
+    }
+}
+
+// MARK: Inbound
+
+extension HCIDriver {
+    func handleInboundACL(_ packet: ACLDataPacket) {
+        // Data is accepted for handles not (yet) registered: events and data travel separate
+        // paths on some transports, so data can overtake its Connection Complete.
+        for outcome in reassembler.receive(packet) {
+            switch outcome {
+            case .pdu(let pdu): delegate?.didReceiveACL(handle: packet.handle, pdu: pdu)
+            case .dropped(let reason): logger.log(.warning, "ACL 0x\(String(packet.handle, radix: 16)): \(reason)")
+            }
+        }
+    }
+}
+
+/// Reassembles inbound ACL fragments into L2CAP PDUs, per connection handle.
+///
+/// A first fragment (Packet_Boundary 0b10 or 0b00; 0b11 is treated alike) starts a PDU whose
+/// size is 4 + the L2CAP length field; continuations (0b01) append. A first fragment may be
+/// larger than the controller's buffer size (some controllers send whole PDUs). Bad sequences
+/// drop the partial PDU and never trap. A partial PDU never exceeds 65535 + 4 bytes, since the
+/// length field is 16 bits and overflowing fragments are dropped.
+struct ACLReassembler {
+    enum Outcome: Equatable {
+        case pdu([UInt8])
+        case dropped(String)
+    }
+
+    private struct Partial {
+        var bytes: [UInt8]
+        /// 4 + the L2CAP length, once the basic header has arrived.
+        var expected: Int?
+    }
+
+    private var partials: [ConnectionHandle: Partial] = [:]
+
+    /// Whether a PDU is being reassembled on this handle.
+    func inProgress(handle: ConnectionHandle) -> Bool { partials[handle] != nil }
+
+    mutating func receive(_ packet: ACLDataPacket) -> [Outcome] {
+        var outcomes: [Outcome] = []
+        var partial: Partial
+        switch packet.boundary {
+        case .continuing:
+            guard let existing = partials.removeValue(forKey: packet.handle) else {
+                return [.dropped("continuation of \(packet.data.count) bytes without a start; dropped")]
+            }
+            partial = existing
+            partial.bytes.append(contentsOf: packet.data)
+        case .firstFlushable, .firstNonFlushable, .complete:
+            if let stale = partials.removeValue(forKey: packet.handle) {
+                outcomes.append(.dropped("new PDU started while \(stale.bytes.count) bytes of "
+                    + "\(stale.expected.map(String.init) ?? "?") were reassembled; partial PDU dropped"))
+            }
+            partial = Partial(bytes: packet.data, expected: nil)
+        }
+        if partial.expected == nil, partial.bytes.count >= 4 {
+            partial.expected = 4 + (Int(partial.bytes[0]) | Int(partial.bytes[1]) << 8)
+        }
+        guard let expected = partial.expected, partial.bytes.count >= expected else {
+            partials[packet.handle] = partial
+            return outcomes
+        }
+        if partial.bytes.count == expected {
+            outcomes.append(.pdu(partial.bytes))
+        } else {
+            outcomes.append(.dropped("\(partial.bytes.count) bytes for a \(expected)-byte PDU; dropped"))
+        }
+        return outcomes
+    }
+
+    mutating func reset(handle: ConnectionHandle) {
+        partials[handle] = nil
+    }
+
+    mutating func removeAll() {
+        partials.removeAll()
+    }
+}

@@ -1,0 +1,329 @@
+import ByteCoding
+import HCI
+import HCITransport
+import Scheduling
+
+/// How a command was answered, undecoded: what `sendRaw` gives back.
+public enum HCICommandResponse: Sendable, Hashable {
+    case complete(CommandComplete)
+    case status(CommandStatus)
+
+    /// The status the controller gave (the first return parameter of Command Complete).
+    public var status: HCIStatus? {
+        switch self {
+        case .complete(let event): event.status
+        case .status(let event): event.status
+        }
+    }
+}
+
+/// Tunables of an `HCIDriver`.
+public struct HCIDriverConfiguration: Sendable {
+    /// How long a command may wait for its Command Complete / Command Status once sent. Real
+    /// and virtual controllers sometimes never answer; the timeout keeps the queue moving.
+    public var commandTimeout: Duration = .seconds(5)
+    /// Whole PDUs a connection may have waiting for controller buffers before `sendACL`
+    /// refuses more.
+    public var maxQueuedPDUsPerConnection: Int = 64
+    /// Set Event Mask: Disconnection Complete (bit 4), Encryption Change (7), Read Remote
+    /// Version Information Complete (11), Hardware Error (15), Data Buffer Overflow (25),
+    /// Encryption Key Refresh Complete (47), LE Meta (61) — Vol 4 Part E §7.3.1.
+    public var eventMask: UInt64 = 1 << 4 | 1 << 7 | 1 << 11 | 1 << 15 | 1 << 25 | 1 << 47 | 1 << 61
+    /// Set Event Mask Page 2: Encryption Change v2 (bit 25) — Vol 4 Part E §7.3.69.
+    public var eventMaskPage2: UInt64 = 1 << 25
+    /// LE Set Event Mask (Vol 4 Part E §7.8.1): bit n enables subevent n + 1. Connection
+    /// Complete (0x01), Advertising Report (0x02), Connection Update Complete (0x03), Read
+    /// Remote Features Complete (0x04), Long Term Key Request (0x05), Remote Connection
+    /// Parameter Request (0x06), Data Length Change (0x07), Read Local P-256 Public Key
+    /// Complete (0x08), Generate DHKey Complete (0x09), Enhanced Connection Complete (0x0A),
+    /// Directed Advertising Report (0x0B), PHY Update Complete (0x0C), Extended Advertising
+    /// Report (0x0D), Scan Timeout (0x11), Advertising Set Terminated (0x12), Scan Request
+    /// Received (0x13), Channel Selection Algorithm (0x14), Enhanced Connection Complete v2 (0x29).
+    public var leEventMask: UInt64 = {
+        let subevents: [UInt64] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A,
+                                   0x0B, 0x0C, 0x0D, 0x11, 0x12, 0x13, 0x14, 0x29]
+        return subevents.reduce(0) { $0 | 1 << ($1 - 1) }
+    }()
+
+    public init() {}
+}
+
+/// The host side of HCI: sends commands with flow control and timeouts, runs the controller
+/// initialisation, fragments and schedules outbound ACL against the controller's buffers,
+/// reassembles inbound ACL, and passes events up to its delegate.
+///
+/// Loop-confined: create it, call it and receive its callbacks on `loop` only.
+public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
+    public let loop: EventLoop
+    public let transport: HCITransport
+    public let configuration: HCIDriverConfiguration
+    public var logger: HCILogger
+    public weak var delegate: HCIDriverDelegate?
+
+    /// What the controller told us during `start`; nil until it completes.
+    public internal(set) var controllerInfo: ControllerInfo?
+
+    enum State { case idle, starting, running, closed }
+    var state: State = .idle
+
+    // Commands.
+    final class PendingCommand {
+        let id: UInt64
+        let packet: HCICommandPacket
+        let name: String
+        /// nil for raw commands, which accept either kind of answer.
+        let expected: HCICommandCompletion?
+        let timeout: Duration
+        let completion: (Result<HCICommandResponse, HCIError>) -> Void
+        var timer: TimerHandle?
+
+        init(id: UInt64, packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
+             timeout: Duration, completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
+            self.id = id
+            self.packet = packet
+            self.name = name
+            self.expected = expected
+            self.timeout = timeout
+            self.completion = completion
+        }
+    }
+    var nextCommandID: UInt64 = 0
+    /// Commands the controller has room for (Num_HCI_Command_Packets). One before it speaks.
+    public internal(set) var commandCredits = 1
+    var commandQueue = RingBuffer<PendingCommand>()
+    /// Sent and not yet answered, oldest first.
+    var outstandingCommands: [PendingCommand] = []
+
+    // Outbound ACL.
+    struct OutboundConnection {
+        var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>()
+        var queuedPDUs = 0
+        /// Packets handed to the controller and not yet reported by Number Of Completed Packets.
+        var inFlight = 0
+        /// The queue had to wait for controller buffers: tell the delegate when it drains.
+        var waitedForCredits = false
+    }
+    var connections: [ConnectionHandle: OutboundConnection] = [:]
+    /// Connections with fragments waiting, in round-robin order.
+    var sendOrder: [ConnectionHandle] = []
+    /// Free controller ACL buffers.
+    public internal(set) var aclCredits = 0
+
+    // Inbound ACL.
+    var reassembler = ACLReassembler()
+
+    public init(transport: HCITransport, loop: EventLoop,
+                configuration: HCIDriverConfiguration = HCIDriverConfiguration(),
+                logger: HCILogger = .silent) {
+        self.transport = transport
+        self.loop = loop
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Closes the transport; pending commands fail with `.transportClosed(nil)`.
+    public func stop() {
+        guard state != .closed else { return }
+        transport.close()
+        // A transport that closes without telling its sink must not leave commands hanging.
+        if state != .closed { transportClosed(nil) }
+    }
+
+    // MARK: Commands
+
+    /// Sends a typed command when the controller has room, and completes with its decoded
+    /// return parameters.
+    ///
+    /// - Command Complete commands: the return parameters, decoded only when the status is
+    ///   success (a failed command may return only its status) — else `.status(…)`.
+    /// - Command Status commands: success is a Command Status with status 0; the outcome arrives
+    ///   later as an event for the delegate.
+    /// - `timeout` (default `configuration.commandTimeout`) counts from when the command is
+    ///   written to the controller.
+    public func send<C: HCICommand>(_ command: C, timeout: Duration? = nil,
+                                    completion: @escaping (Result<C.ReturnParameters, HCIError>) -> Void) {
+        enqueue(command.packet, name: C.name, expected: C.completion, timeout: timeout) { result in
+            completion(result.flatMap { Self.decode(C.self, from: $0) })
+        }
+    }
+
+    /// Sends a command packet as is; completes with the Command Complete or Command Status that
+    /// answered it, whatever its status. Fails only by timeout or transport closure.
+    public func sendRaw(_ packet: HCICommandPacket, name: String? = nil, timeout: Duration? = nil,
+                        completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
+        enqueue(packet, name: name ?? "Command \(packet.opcode)", expected: nil, timeout: timeout,
+                completion: completion)
+    }
+
+    static func decode<C: HCICommand>(_: C.Type, from response: HCICommandResponse)
+        -> Result<C.ReturnParameters, HCIError> {
+        switch response {
+        case .status(let event):
+            guard event.status.isSuccess else { return .failure(.status(event.status, command: C.name)) }
+            // Only Command Status commands match a successful Command Status; their return
+            // parameters are the status alone.
+            return decodeReturn(C.self, [event.status.rawValue])
+        case .complete(let event):
+            guard let status = event.status else {
+                return .failure(.malformed(DecodeError("\(C.name): Command Complete without a status")))
+            }
+            guard status.isSuccess else { return .failure(.status(status, command: C.name)) }
+            return decodeReturn(C.self, event.returnParameters)
+        }
+    }
+
+    private static func decodeReturn<C: HCICommand>(_: C.Type, _ bytes: [UInt8]) -> Result<C.ReturnParameters, HCIError> {
+        do {
+            return .success(try C.ReturnParameters(returnBytes: bytes, context: C.name))
+        } catch let error as DecodeError {
+            return .failure(.malformed(error))
+        } catch {
+            return .failure(.malformed(DecodeError("\(C.name): \(error)")))
+        }
+    }
+
+    private func enqueue(_ packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
+                         timeout: Duration?,
+                         completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
+        guard state == .starting || state == .running else {
+            completion(.failure(.transportClosed(nil)))
+            return
+        }
+        nextCommandID &+= 1
+        commandQueue.append(PendingCommand(id: nextCommandID, packet: packet, name: name, expected: expected,
+                                           timeout: timeout ?? configuration.commandTimeout,
+                                           completion: completion))
+        pumpCommands()
+    }
+
+    /// Commands waiting for the controller to have room.
+    public var queuedCommandCount: Int { commandQueue.count }
+    /// Commands sent and not yet answered.
+    public var outstandingCommandCount: Int { outstandingCommands.count }
+
+    func pumpCommands() {
+        while commandCredits > 0, state == .starting || state == .running, let command = commandQueue.popFirst() {
+            commandCredits -= 1
+            outstandingCommands.append(command)
+            let id = command.id
+            command.timer = loop.schedule(after: command.timeout) { [weak self] in self?.commandTimedOut(id) }
+            logger.log(.debug, "→ \(command.name) \(command.packet.parameters.hexString)")
+            // State is consistent before the send: a transport may answer synchronously.
+            transport.send(.command(command.packet))
+        }
+    }
+
+    private func commandTimedOut(_ id: UInt64) {
+        guard let index = outstandingCommands.firstIndex(where: { $0.id == id }) else { return }
+        let command = outstandingCommands.remove(at: index)
+        // The controller will never return this slot: take it back so the queue moves on.
+        commandCredits += 1
+        logger.log(.warning, "\(command.name) timed out after \(command.timeout)")
+        command.completion(.failure(.timeout(command: command.name)))
+        pumpCommands()
+    }
+
+    private func handleCommandComplete(_ event: CommandComplete) {
+        commandCredits = Int(event.numHCICommandPackets)
+        // Opcode 0x0000 only announces free command slots.
+        if event.opcode.rawValue != 0 {
+            if let index = outstandingCommands.firstIndex(where: { $0.packet.opcode == event.opcode }) {
+                let command = outstandingCommands.remove(at: index)
+                command.timer?.cancel()
+                logger.log(.debug, "← \(command.name) complete \(event.returnParameters.hexString)")
+                command.completion(.success(.complete(event)))
+            } else {
+                logger.log(.warning, "Command Complete for \(event.opcode) that nobody waits for; ignored")
+            }
+        }
+        pumpCommands()
+    }
+
+    private func handleCommandStatus(_ event: CommandStatus) {
+        commandCredits = Int(event.numHCICommandPackets)
+        if event.opcode.rawValue != 0 {
+            // A successful Command Status never completes a Command Complete command (its
+            // Command Complete is still to come); a failed one ends any command.
+            if let index = outstandingCommands.firstIndex(where: {
+                $0.packet.opcode == event.opcode && ($0.expected != .commandComplete || !event.status.isSuccess)
+            }) {
+                let command = outstandingCommands.remove(at: index)
+                command.timer?.cancel()
+                logger.log(.debug, "← \(command.name) status \(event.status)")
+                command.completion(.success(.status(event)))
+            } else {
+                logger.log(.warning, "Command Status for \(event.opcode) that nobody waits for; ignored")
+            }
+        }
+        pumpCommands()
+    }
+
+    // MARK: HCIPacketSink
+
+    public func receive(_ packet: HCIPacket) {
+        guard state == .starting || state == .running else { return }
+        switch packet {
+        case .event(let raw): handleEvent(raw)
+        case .acl(let acl): handleInboundACL(acl)
+        case .command(let command): logger.log(.warning, "controller sent a command (\(command.opcode)); ignored")
+        case .other(let type, _): logger.log(.debug, "ignored packet of H4 type 0x\(String(type, radix: 16))")
+        }
+    }
+
+    public func transportClosed(_ error: HCITransportError?) {
+        guard state != .closed else { return }
+        state = .closed
+        if let error { logger.log(.error, "transport closed: \(error)") }
+        let failure = HCIError.transportClosed(error)
+        let pending = outstandingCommands + Array(drain(&commandQueue))
+        outstandingCommands.removeAll()
+        for command in pending {
+            command.timer?.cancel()
+            command.completion(.failure(failure))
+        }
+        connections.removeAll()
+        sendOrder.removeAll()
+        aclCredits = 0
+        reassembler.removeAll()
+        delegate?.driverDidClose(error: error)
+    }
+
+    private func drain(_ queue: inout RingBuffer<PendingCommand>) -> [PendingCommand] {
+        var all: [PendingCommand] = []
+        while let next = queue.popFirst() { all.append(next) }
+        return all
+    }
+
+    // MARK: Events
+
+    private func handleEvent(_ raw: HCIEventPacket) {
+        let event: HCIEvent
+        do {
+            event = try HCIEvent(decoding: raw)
+        } catch {
+            logger.log(.warning, "dropped malformed event 0x\(String(raw.code, radix: 16)) "
+                + "\(raw.parameters.hexString): \(error)")
+            return
+        }
+        switch event {
+        case .commandComplete(let e): handleCommandComplete(e)
+        case .commandStatus(let e): handleCommandStatus(e)
+        case .numberOfCompletedPackets(let e): handleNumberOfCompletedPackets(e)
+        case .disconnectionComplete(let e):
+            if e.status.isSuccess { connectionClosed(e.connectionHandle) }
+            delegate?.didReceiveEvent(event)
+            pumpACL()
+        case .le(.connectionComplete(let e)):
+            if e.status.isSuccess { connectionOpened(e.connectionHandle) }
+            delegate?.didReceiveEvent(event)
+        case .le(.enhancedConnectionComplete(let e)):
+            if e.status.isSuccess { connectionOpened(e.connectionHandle) }
+            delegate?.didReceiveEvent(event)
+        case .le(.enhancedConnectionCompleteV2(let e)):
+            if e.status.isSuccess { connectionOpened(e.connectionHandle) }
+            delegate?.didReceiveEvent(event)
+        default:
+            delegate?.didReceiveEvent(event)
+        }
+    }
+}
