@@ -226,30 +226,30 @@ extension VirtualController {
         case LEReadSuggestedDefaultDataLength.opcode:
             guard decode(LEReadSuggestedDefaultDataLength.self, packet) != nil else { return }
             commandComplete(packet.opcode, LEReadSuggestedDefaultDataLength.ReturnParameters(
-                status: .success, suggestedMaxTxOctets: suggestedMaxTxOctets, suggestedMaxTxTime: suggestedMaxTxTime))
+                status: .success, suggestedMaxTXOctets: suggestedMaxTxOctets, suggestedMaxTXTime: suggestedMaxTxTime))
         case LEWriteSuggestedDefaultDataLength.opcode:
             guard let c = decode(LEWriteSuggestedDefaultDataLength.self, packet) else { return }
-            guard (27...251).contains(c.suggestedMaxTxOctets), (328...17040).contains(c.suggestedMaxTxTime) else {
+            guard (27...251).contains(c.suggestedMaxTXOctets), (328...17040).contains(c.suggestedMaxTXTime) else {
                 return commandComplete(packet.opcode, status: .invalidHCICommandParameters)
             }
-            suggestedMaxTxOctets = c.suggestedMaxTxOctets
-            suggestedMaxTxTime = c.suggestedMaxTxTime
+            suggestedMaxTxOctets = c.suggestedMaxTXOctets
+            suggestedMaxTxTime = c.suggestedMaxTXTime
             commandComplete(packet.opcode, status: .success)
         case LEReadMaximumDataLength.opcode:
             guard decode(LEReadMaximumDataLength.self, packet) != nil else { return }
             commandComplete(packet.opcode, LEReadMaximumDataLength.ReturnParameters(
-                status: .success, supportedMaxTxOctets: configuration.supportedMaxTxOctets,
-                supportedMaxTxTime: maxTime(octets: configuration.supportedMaxTxOctets),
-                supportedMaxRxOctets: configuration.supportedMaxRxOctets,
-                supportedMaxRxTime: maxTime(octets: configuration.supportedMaxRxOctets)))
+                status: .success, supportedMaxTXOctets: configuration.supportedMaxTxOctets,
+                supportedMaxTXTime: maxTime(octets: configuration.supportedMaxTxOctets),
+                supportedMaxRXOctets: configuration.supportedMaxRxOctets,
+                supportedMaxRXTime: maxTime(octets: configuration.supportedMaxRxOctets)))
         case LESetDefaultPHY.opcode:
             guard let c = decode(LESetDefaultPHY.self, packet) else { return }
-            guard validPHYPreferences(allPhys: c.allPhys, txPhys: c.txPhys, rxPhys: c.rxPhys) else {
+            guard validPHYPreferences(allPhys: c.allPHYs, txPhys: c.txPHYs, rxPhys: c.rxPHYs) else {
                 return commandComplete(packet.opcode, status: .unsupportedFeatureOrParameterValue)
             }
-            defaultAllPhys = c.allPhys
-            defaultTxPhys = c.txPhys
-            defaultRxPhys = c.rxPhys
+            defaultAllPhys = c.allPHYs
+            defaultTxPhys = c.txPHYs
+            defaultRxPhys = c.rxPHYs
             commandComplete(packet.opcode, status: .success)
 
         // Advertising, scanning, initiating.
@@ -309,10 +309,10 @@ extension VirtualController {
             guard let c = decode(LEReadPHY.self, packet) else { return }
             guard let connection = connections[c.connectionHandle] else {
                 return commandComplete(packet.opcode, LEReadPHY.ReturnParameters(
-                    status: .unknownConnectionIdentifier, connectionHandle: c.connectionHandle, txPhy: .le1M, rxPhy: .le1M))
+                    status: .unknownConnectionIdentifier, connectionHandle: c.connectionHandle, txPHY: .le1M, rxPHY: .le1M))
             }
             commandComplete(packet.opcode, LEReadPHY.ReturnParameters(
-                status: .success, connectionHandle: c.connectionHandle, txPhy: connection.txPHY, rxPhy: connection.rxPHY))
+                status: .success, connectionHandle: c.connectionHandle, txPHY: connection.txPHY, rxPHY: connection.rxPHY))
         case LEEnableEncryption.opcode:
             guard let c = decode(LEEnableEncryption.self, packet) else { return }
             enableEncryption(c)

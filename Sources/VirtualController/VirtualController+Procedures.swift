@@ -162,7 +162,7 @@ extension VirtualController {
             if connection.hostRequestedPHY {
                 connection.hostRequestedPHY = false
                 sendLEEvent(LEPHYUpdateComplete(status: code, connectionHandle: connection.handle,
-                                                txPhy: connection.txPHY, rxPhy: connection.rxPHY))
+                                                txPhy: connection.txPHY.rawValue, rxPhy: connection.rxPHY.rawValue))
             }
         case 0x08, 0x0E:  // feature exchange
             if connection.hostWantsRemoteFeatures {
@@ -333,14 +333,14 @@ extension VirtualController {
     func setPHY(_ c: LESetPHY) {
         let opcode = LESetPHY.opcode
         guard let connection = connections[c.connectionHandle] else { return commandStatus(opcode, .unknownConnectionIdentifier) }
-        guard validPHYPreferences(allPhys: c.allPhys, txPhys: c.txPhys, rxPhys: c.rxPhys) else {
+        guard validPHYPreferences(allPhys: c.allPHYs, txPhys: c.txPHYs, rxPhys: c.rxPHYs) else {
             return commandStatus(opcode, .unsupportedFeatureOrParameterValue)
         }
         guard !connection.hostRequestedPHY else { return commandStatus(opcode, .commandDisallowed) }
         commandStatus(opcode, .success)
         connection.hostRequestedPHY = true
-        connection.txPHYPreference = c.allPhys & 0b01 != 0 ? 0b111 : c.txPhys
-        connection.rxPHYPreference = c.allPhys & 0b10 != 0 ? 0b111 : c.rxPhys
+        connection.txPHYPreference = c.allPHYs & 0b01 != 0 ? 0b111 : c.txPHYs
+        connection.rxPHYPreference = c.allPHYs & 0b10 != 0 ? 0b111 : c.rxPHYs
         queueControl(connection, .phyReq(txPhys: connection.txPHYPreference, rxPhys: connection.rxPHYPreference))
     }
 
@@ -371,7 +371,7 @@ extension VirtualController {
         if changed || connection.hostRequestedPHY {
             connection.hostRequestedPHY = false
             sendLEEvent(LEPHYUpdateComplete(status: .success, connectionHandle: connection.handle,
-                                            txPhy: connection.txPHY, rxPhy: connection.rxPHY))
+                                            txPhy: connection.txPHY.rawValue, rxPhy: connection.rxPHY.rawValue))
         }
     }
 

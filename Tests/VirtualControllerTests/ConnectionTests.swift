@@ -201,15 +201,15 @@ struct ConnectionTests {
         let d = TwoDevices()
         let (central, peripheral) = try #require(d.connect())
         _ = d.a.takeLEEvents(); _ = d.b.takeLEEvents()
-        #expect(d.a.status(LESetPHY(connectionHandle: central, allPhys: 0, txPhys: 0b010, rxPhys: 0b010, phyOptions: 0)) == .success)
+        #expect(d.a.status(LESetPHY(connectionHandle: central, allPHYs: 0, txPHYs: 0b010, rxPHYs: 0b010, phyOptions: 0)) == .success)
         d.loop.run(for: .milliseconds(100))
         for h in [d.a, d.b] {
             let updates = h.takeLEEvents().compactMap { if case .phyUpdateComplete(let u) = $0 { u } else { nil } }
             #expect(updates.count == 1)
-            #expect(updates.first?.txPhy == .le2M && updates.first?.rxPhy == .le2M)
+            #expect(updates.first?.txPhy == LEPHY.le2M.rawValue && updates.first?.rxPhy == LEPHY.le2M.rawValue)
         }
         let read = try #require(d.b.returning(LEReadPHY(connectionHandle: peripheral)))
-        #expect(read.txPhy == .le2M)
+        #expect(read.txPHY == .le2M)
     }
 
     @Test func remoteFeaturesAndVersion() throws {
