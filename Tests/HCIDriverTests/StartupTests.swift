@@ -144,6 +144,19 @@ import Testing
         #expect(h.start()?.failure == .status(.unknownHCICommand, command: "Read Buffer Size"))
     }
 
+    @Test func transportClosingDuringStartFailsStart() {
+        let h = Harness()
+        h.controller.scriptStartup()
+        h.controller.answer(0x1009, .silent)
+        var result: Result<ControllerInfo, HCIError>?
+        h.driver.start { result = $0 }
+        h.loop.run(for: .seconds(1))
+        #expect(result == nil)
+        h.transport.fail(HCITransportError("unplugged"))
+        #expect(result?.failure == .transportClosed(HCITransportError("unplugged")))
+        #expect(h.driver.controllerInfo == nil)
+    }
+
     @Test func transportThatCannotOpenFailsStart() {
         let h = Harness()
         h.transport.openError = HCITransportError("no such device")
