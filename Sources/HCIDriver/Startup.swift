@@ -14,7 +14,8 @@ extension HCIDriver {
     /// Size when LE has no buffers of its own) → LE Read Local Supported Features.
     ///
     /// Reset, the version and the buffer sizes are required; the other steps may fail or time
-    /// out (controllers' supported-commands bitmaps are not always right) and are skipped.
+    /// out (controllers' supported-commands bitmaps are not always right) and are skipped. A
+    /// failed start closes the transport.
     public func start(completion: @escaping (Result<ControllerInfo, HCIError>) -> Void) {
         guard state == .idle else {
             completion(.failure(.notSupported("the driver was already started")))
@@ -74,6 +75,8 @@ extension HCIDriver {
         runSteps(steps[...]) { [unowned self] error in
             if let error {
                 logger.log(.error, "controller start failed: \(error)")
+                // A half-initialised controller is of no use: close, so the failure is final.
+                stop()
                 completion(.failure(error))
                 return
             }

@@ -126,6 +126,9 @@ import Testing
         let result = h.start()
         #expect(result?.failure == .status(.hardwareFailure, command: "Reset"))
         #expect(h.transport.sentHex == [Self.reset])
+        // The failure is final: the transport is closed.
+        #expect(!h.transport.isOpen)
+        #expect(h.delegate.closes.count == 1)
     }
 
     @Test func versionTimeoutFailsStart() {
