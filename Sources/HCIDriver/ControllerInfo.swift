@@ -96,16 +96,16 @@ public struct ControllerInfo: Sendable, Hashable {
 
 /// The controller's largest LE data channel payloads and times (Vol 4 Part E §7.8.46).
 public struct LEMaximumDataLength: Sendable, Hashable {
-    public var supportedMaxTxOctets: UInt16
-    public var supportedMaxTxTime: UInt16
-    public var supportedMaxRxOctets: UInt16
-    public var supportedMaxRxTime: UInt16
+    public var supportedMaxTXOctets: UInt16
+    public var supportedMaxTXTime: UInt16
+    public var supportedMaxRXOctets: UInt16
+    public var supportedMaxRXTime: UInt16
 
-    public init(supportedMaxTxOctets: UInt16, supportedMaxTxTime: UInt16,
-                supportedMaxRxOctets: UInt16, supportedMaxRxTime: UInt16) {
-        self.supportedMaxTxOctets = supportedMaxTxOctets
-        self.supportedMaxTxTime = supportedMaxTxTime
-        self.supportedMaxRxOctets = supportedMaxRxOctets
-        self.supportedMaxRxTime = supportedMaxRxTime
+    public init(supportedMaxTXOctets: UInt16, supportedMaxTXTime: UInt16,
+                supportedMaxRXOctets: UInt16, supportedMaxRXTime: UInt16) {
+        self.supportedMaxTXOctets = supportedMaxTXOctets
+        self.supportedMaxTXTime = supportedMaxTXTime
+        self.supportedMaxRXOctets = supportedMaxRXOctets
+        self.supportedMaxRXTime = supportedMaxRXTime
     }
 }

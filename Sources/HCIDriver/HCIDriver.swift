@@ -31,17 +31,16 @@ public struct HCIDriverConfiguration: Sendable {
     public var eventMask: UInt64 = 1 << 4 | 1 << 7 | 1 << 11 | 1 << 15 | 1 << 25 | 1 << 47 | 1 << 61
     /// Set Event Mask Page 2: Encryption Change v2 (bit 25) — Vol 4 Part E §7.3.69.
     public var eventMaskPage2: UInt64 = 1 << 25
-    /// LE Set Event Mask (Vol 4 Part E §7.8.1): bit n enables subevent n + 1. Connection
-    /// Complete (0x01), Advertising Report (0x02), Connection Update Complete (0x03), Read
-    /// Remote Features Complete (0x04), Long Term Key Request (0x05), Remote Connection
-    /// Parameter Request (0x06), Data Length Change (0x07), Read Local P-256 Public Key
-    /// Complete (0x08), Generate DHKey Complete (0x09), Enhanced Connection Complete (0x0A),
-    /// Directed Advertising Report (0x0B), PHY Update Complete (0x0C), Extended Advertising
-    /// Report (0x0D), Scan Timeout (0x11), Advertising Set Terminated (0x12), Scan Request
-    /// Received (0x13), Channel Selection Algorithm (0x14), Enhanced Connection Complete v2 (0x29).
+    /// LE Set Event Mask (Vol 4 Part E §7.8.1): bit n enables subevent n + 1. The subevents the
+    /// host decodes: Connection Complete (0x01), Advertising Report (0x02), Connection Update
+    /// Complete (0x03), Read Remote Features Complete (0x04), Long Term Key Request (0x05),
+    /// Remote Connection Parameter Request (0x06), Data Length Change (0x07), Enhanced
+    /// Connection Complete (0x0A), Directed Advertising Report (0x0B), PHY Update Complete
+    /// (0x0C), Extended Advertising Report (0x0D), Scan Timeout (0x11), Advertising Set
+    /// Terminated (0x12), Enhanced Connection Complete v2 (0x29).
     public var leEventMask: UInt64 = {
-        let subevents: [UInt64] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A,
-                                   0x0B, 0x0C, 0x0D, 0x11, 0x12, 0x13, 0x14, 0x29]
+        let subevents: [UInt64] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x0A, 0x0B, 0x0C, 0x0D,
+                                   0x11, 0x12, 0x29]
         return subevents.reduce(0) { $0 | 1 << ($1 - 1) }
     }()
 

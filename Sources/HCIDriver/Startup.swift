@@ -11,11 +11,11 @@ extension HCIDriver {
     /// Reset → Read Local Version Information → Read Local Supported Commands → Read Local
     /// Supported Features → Read BD_ADDR → Set Event Mask → Set Event Mask Page 2 (if supported)
     /// → LE Set Event Mask → LE Read Buffer Size [v2] if supported, else [v1] (and Read Buffer
-    /// Size when LE has no buffers of its own) → LE Read Local Supported Features → LE Read
-    /// Maximum Data Length (if supported).
+    /// Size when LE has no buffers of its own) → LE Read Local Supported Features.
     ///
     /// Reset, the version and the buffer sizes are required; the other steps may fail or time
-    /// out (controllers' supported-commands bitmaps are not always right) and are skipped.
+    /// out (controllers' supported-commands bitmaps are not always right) and are skipped. A
+    /// failed start closes the transport.
     public func start(completion: @escaping (Result<ControllerInfo, HCIError>) -> Void) {
         guard state == .idle else {
             completion(.failure(.notSupported("the driver was already started")))
@@ -69,18 +69,14 @@ extension HCIDriver {
                 }
             },
             step(LEReadLocalSupportedFeatures(), required: false) { r in info.leFeatures = r.features },
-            { [unowned self] done in
-                guard info.supportedCommands.supports(.leReadMaximumDataLength) else { return done(nil) }
-                step(LEReadMaximumDataLength(), required: false) { r in
-                    info.maxDataLength = LEMaximumDataLength(
-                        supportedMaxTxOctets: r.supportedMaxTxOctets, supportedMaxTxTime: r.supportedMaxTxTime,
-                        supportedMaxRxOctets: r.supportedMaxRxOctets, supportedMaxRxTime: r.supportedMaxRxTime)
-                }(done)
-            },
+            // LE Read Maximum Data Length joins here once its typed command lands (HCI commands
+            // group 2); until then `maxDataLength` stays nil.
         ]
         runSteps(steps[...]) { [unowned self] error in
             if let error {
                 logger.log(.error, "controller start failed: \(error)")
+                // A half-initialised controller is of no use: close, so the failure is final.
+                stop()
                 completion(.failure(error))
                 return
             }

@@ -53,6 +53,18 @@ import Testing
         #expect(h.driver.outstandingCommandCount == 1)
     }
 
+    @Test func noOpCommandStatusGivesCreditToo() throws {
+        let h = try Self.running()
+        h.driver.send(Reset()) { _ in }
+        h.driver.send(ReadBDADDR()) { _ in }
+        h.settle()
+        h.transport.inject(h4: "04 0e 04 00 030c 00")
+        #expect(h.transport.sentCommands.count == 1)
+        // Command Status, status 0, Num_HCI_Command_Packets 1, opcode 0x0000.
+        h.transport.inject(h4: "04 0f 04 00 01 0000")
+        #expect(h.transport.sentHex == ["01030c00", "01091000"])
+    }
+
     @Test func moreCreditsSendSeveralCommandsAtOnce() throws {
         let h = try Self.running()
         h.transport.inject(h4: "04 0e 03 03 0000")

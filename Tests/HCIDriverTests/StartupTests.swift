@@ -16,9 +16,9 @@ import Testing
     static let setEventMask = "01010c08" + "9088000200800020"
     // Set Event Mask Page 2 0x0C63: bit 25 (Encryption Change v2) = 0x0000_0000_0200_0000.
     static let setEventMaskPage2 = "01630c08" + "0000000200000000"
-    // LE Set Event Mask 0x2001: subevents 0x01–0x0D (bits 0–12 = 0x1FFF), 0x11–0x14
-    // (bits 16–19 = 0xF_0000), 0x29 (bit 40) = 0x0000_0100_000F_1FFF, LE.
-    static let leSetEventMask = "01012008" + "ff1f0f0000010000"
+    // LE Set Event Mask 0x2001: subevents 0x01–0x07 (bits 0–6 = 0x7F), 0x0A–0x0D (bits 9–12 =
+    // 0x1E00), 0x11–0x12 (bits 16–17 = 0x3_0000), 0x29 (bit 40) = 0x0000_0100_0003_1E7F, LE.
+    static let leSetEventMask = "01012008" + "7f1e030000010000"
     static let leReadBufferSizeV1 = "01022000"                     // 0x2002
     static let leReadBufferSizeV2 = "01602000"                     // 0x2060
     static let readBufferSize = "01051000"                         // 0x1005
@@ -39,7 +39,6 @@ import Testing
             Self.reset, Self.readLocalVersion, Self.readLocalSupportedCommands,
             Self.readLocalSupportedFeatures, Self.readBDADDR, Self.setEventMask, Self.setEventMaskPage2,
             Self.leSetEventMask, Self.leReadBufferSizeV2, Self.leReadLocalSupportedFeatures,
-            Self.leReadMaximumDataLength,
         ])
         #expect(info.hciVersion == 0x0D)
         #expect(info.hciSubversion == 0x1234)
@@ -53,8 +52,6 @@ import Testing
         #expect(info.totalACLDataPackets == 8)
         #expect(!info.usesSharedBREDRBuffers)
         #expect(info.leFeatures == LEFeatures(rawValue: 0x3F))
-        #expect(info.maxDataLength == LEMaximumDataLength(supportedMaxTxOctets: 251, supportedMaxTxTime: 2120,
-                                                          supportedMaxRxOctets: 251, supportedMaxRxTime: 2120))
         #expect(h.driver.controllerInfo == info)
         #expect(h.driver.aclCredits == 8)
         // The controller answered each command at once: no time passed.
@@ -129,6 +126,9 @@ import Testing
         let result = h.start()
         #expect(result?.failure == .status(.hardwareFailure, command: "Reset"))
         #expect(h.transport.sentHex == [Self.reset])
+        // The failure is final: the transport is closed.
+        #expect(!h.transport.isOpen)
+        #expect(h.delegate.closes.count == 1)
     }
 
     @Test func versionTimeoutFailsStart() {
@@ -145,6 +145,19 @@ import Testing
         h.controller.scriptStartup(leBuffer: (0, 0))
         h.controller.answer(0x1005, .complete(returnParameters: "01"))
         #expect(h.start()?.failure == .status(.unknownHCICommand, command: "Read Buffer Size"))
+    }
+
+    @Test func transportClosingDuringStartFailsStart() {
+        let h = Harness()
+        h.controller.scriptStartup()
+        h.controller.answer(0x1009, .silent)
+        var result: Result<ControllerInfo, HCIError>?
+        h.driver.start { result = $0 }
+        h.loop.run(for: .seconds(1))
+        #expect(result == nil)
+        h.transport.fail(HCITransportError("unplugged"))
+        #expect(result?.failure == .transportClosed(HCITransportError("unplugged")))
+        #expect(h.driver.controllerInfo == nil)
     }
 
     @Test func transportThatCannotOpenFailsStart() {
