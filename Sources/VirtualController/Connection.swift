@@ -2,7 +2,8 @@ import HCI
 import Scheduling
 
 /// One link-layer connection, as one of the two controllers sees it.
-final class Connection {
+/// Loop-confined: touched only on the radio's loop.
+final class Connection: @unchecked Sendable {
     let handle: ConnectionHandle
     let role: LERole
     let peer: LEAddress

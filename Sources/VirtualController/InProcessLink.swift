@@ -25,10 +25,17 @@ public final class InProcessHCILink: Sendable {
         let peer = Mutex<End?>(nil)
         let state = Mutex<Opened?>(nil)
         let closed = Mutex(false)
+        /// What arrived before this end opened, as a socket would hold it.
+        let early = Mutex<[HCIPacket]>([])
 
         public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
             if closed.withLock({ $0 }) { throw HCITransportError("in-process HCI link is closed") }
-            state.withLock { $0 = Opened(loop: loop, sink: sink) }
+            let waiting = early.withLock { packets in
+                state.withLock { $0 = Opened(loop: loop, sink: sink) }
+                defer { packets = [] }
+                return packets
+            }
+            if !waiting.isEmpty { loop.execute { for packet in waiting { sink.receive(packet) } } }
         }
 
         public func send(_ packet: HCIPacket) {
@@ -37,7 +44,15 @@ public final class InProcessHCILink: Sendable {
         }
 
         func deliver(_ packet: HCIPacket) {
-            guard let opened = state.withLock({ $0 }), !closed.withLock({ $0 }) else { return }
+            guard !closed.withLock({ $0 }) else { return }
+            let opened: Opened? = early.withLock { packets in
+                guard let opened = state.withLock({ $0 }) else {
+                    packets.append(packet)
+                    return nil
+                }
+                return opened
+            }
+            guard let opened else { return }
             let sink = opened.sink
             opened.loop.execute { sink.receive(packet) }
         }

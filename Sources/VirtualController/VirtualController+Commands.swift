@@ -10,7 +10,7 @@ extension VirtualController {
 
     /// LE features this link layer implements (Vol 6 Part B §4.6).
     static let leFeatures: LEFeatures = [
-        .leEncryption, .connectionParametersRequestProcedure, .extendedRejectIndication,
+        .leEncryption, .connectionParametersRequest, .extendedRejectIndication,
         .peripheralInitiatedFeaturesExchange, .lePing, .leDataPacketLengthExtension, .llPrivacy,
         .le2MPHY, .leCodedPHY,
     ]
@@ -104,12 +104,13 @@ extension VirtualController {
             commandComplete(packet.opcode, ReadBDADDR.ReturnParameters(status: .success, bdAddr: publicAddress))
         case ReadRSSI.opcode:
             guard let c = decode(ReadRSSI.self, packet) else { return }
-            guard let connection = connections[c.handle] else {
-                commandComplete(packet.opcode, ReadRSSI.ReturnParameters(status: .unknownConnectionIdentifier, handle: c.handle, rssi: 127))
+            guard let connection = connections[c.connectionHandle] else {
+                commandComplete(packet.opcode, ReadRSSI.ReturnParameters(
+                    status: .unknownConnectionIdentifier, connectionHandle: c.connectionHandle, rssi: 127))
                 return
             }
             let rssi = radio.rssi(from: connection.peerDevice, to: radioID) ?? connection.lastRSSI
-            commandComplete(packet.opcode, ReadRSSI.ReturnParameters(status: .success, handle: c.handle, rssi: rssi))
+            commandComplete(packet.opcode, ReadRSSI.ReturnParameters(status: .success, connectionHandle: c.connectionHandle, rssi: rssi))
 
         // LE controller: configuration.
         case LESetEventMask.opcode:
@@ -163,7 +164,12 @@ extension VirtualController {
         case LEAddDeviceToFilterAcceptList.opcode:
             guard let c = decode(LEAddDeviceToFilterAcceptList.self, packet) else { return }
             guard !filterAcceptListInUse else { return commandComplete(packet.opcode, status: .commandDisallowed) }
-            let entry = LEAddress(c.addressType, c.address)
+            // Anonymous advertising needs extended advertising, which this controller doesn't do:
+            // the entry is accepted and matches nothing.
+            guard let type = LEAddressType(rawValue: c.addressType.rawValue) else {
+                return commandComplete(packet.opcode, status: .success)
+            }
+            let entry = LEAddress(type, c.address)
             if !isInFilterAcceptList(entry) {
                 guard filterAcceptList.count < Int(configuration.filterAcceptListSize) else {
                     return commandComplete(packet.opcode, status: .memoryCapacityExceeded)
@@ -174,7 +180,10 @@ extension VirtualController {
         case LERemoveDeviceFromFilterAcceptList.opcode:
             guard let c = decode(LERemoveDeviceFromFilterAcceptList.self, packet) else { return }
             guard !filterAcceptListInUse else { return commandComplete(packet.opcode, status: .commandDisallowed) }
-            let entry = LEAddress(c.addressType, c.address)
+            guard let type = LEAddressType(rawValue: c.addressType.rawValue) else {
+                return commandComplete(packet.opcode, status: .success)
+            }
+            let entry = LEAddress(type, c.address)
             filterAcceptList.removeAll { $0.address == entry.address && $0.isRandom == entry.isRandom }
             commandComplete(packet.opcode, status: .success)
         case LEAddDeviceToResolvingList.opcode:

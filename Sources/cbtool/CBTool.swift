@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct CBTool: ParsableCommand {
@@ -18,4 +19,9 @@ struct CBTool: ParsableCommand {
 struct ToolError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Prints a line at once, even when stdout is a pipe (tests and scripts read it live).
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

@@ -52,9 +52,8 @@ struct ControllerServer: ParsableCommand {
                 throw ToolError("cannot listen on \(spec): \(error)")
             }
             servers.append(server)
-            print("virtual controller \(address) listening on \(host):\(server.port)")
+            emit("virtual controller \(address) listening on \(host):\(server.port)")
         }
-        setvbuf(stdout, nil, _IOLBF, 0)
         if let seconds {
             Thread.sleep(forTimeInterval: seconds)
         } else {

@@ -13,7 +13,6 @@ struct Demo: ParsableCommand {
         abstract: "Run a peripheral and a central on the embedded virtual radio and show what happens.")
 
     func run() throws {
-        setvbuf(stdout, nil, _IOLBF, 0)
         let loop = EventLoop(name: "demo", pacing: .manual)
         let radio = VirtualRadio(loop: loop, airTime: .instant, seed: 42)
         let peripheralAddress = BluetoothAddress("C0:EC:40:5E:00:01")!
@@ -102,7 +101,7 @@ struct Demo: ParsableCommand {
             }
             host.say("disconnected: \(reason)")
         }
-        print("demo finished: \(radio.advertisingPDUsSent) advertising and \(radio.dataPDUsSent) data PDUs on the virtual radio")
+        emit("demo finished: \(radio.advertisingPDUsSent) advertising and \(radio.dataPDUsSent) data PDUs on the virtual radio")
     }
 }
 
@@ -148,22 +147,22 @@ final class DemoHost: HCIDriverDelegate, @unchecked Sendable {
         driver.delegate = self
     }
 
-    func say(_ line: String) { print("[\(name)] \(line)") }
+    func say(_ line: String) { emit("[\(name)] \(line)") }
 
     func start() throws -> ControllerInfo {
-        var result: Result<ControllerInfo, HCIError>?
-        loop.execute { self.driver.start { result = $0 } }
-        loop.run(until: { result != nil }, timeout: .seconds(30))
-        guard let result else { throw ToolError("\(name): the controller did not start") }
+        let box = Box<Result<ControllerInfo, HCIError>>()
+        loop.execute { self.driver.start { box.value = $0 } }
+        loop.run(until: { box.value != nil }, timeout: .seconds(30))
+        guard let result = box.value else { throw ToolError("\(name): the controller did not start") }
         return try result.get()
     }
 
     @discardableResult
     func command<C: HCICommand>(_ command: C) throws -> C.ReturnParameters {
-        var result: Result<C.ReturnParameters, HCIError>?
-        loop.execute { self.driver.send(command) { result = $0 } }
-        loop.run(until: { result != nil }, timeout: .seconds(30))
-        guard let result else { throw ToolError("\(name): \(C.name) got no answer") }
+        let box = Box<Result<C.ReturnParameters, HCIError>>()
+        loop.execute { self.driver.send(command) { box.value = $0 } }
+        loop.run(until: { box.value != nil }, timeout: .seconds(30))
+        guard let result = box.value else { throw ToolError("\(name): \(C.name) got no answer") }
         return try result.get()
     }
 
@@ -197,4 +196,9 @@ final class DemoHost: HCIDriverDelegate, @unchecked Sendable {
 
     func didReceiveEvent(_ event: HCIEvent) { events.append(event) }
     func didReceiveACL(handle: ConnectionHandle, pdu: [UInt8]) { acl.append(pdu) }
+}
+
+/// Holds a value a loop callback sets for the thread driving a manual loop (the same thread).
+final class Box<T>: @unchecked Sendable {
+    var value: T?
 }

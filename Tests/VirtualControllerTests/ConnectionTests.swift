@@ -97,12 +97,23 @@ struct ConnectionTests {
     func supervisionTimeoutWhenPeerMovesAway(mode: AirTimeMode) throws {
         let d = TwoDevices(airTime: mode)
         _ = try #require(d.connect())  // supervision timeout 0x48 = 720 ms
+        // Let the first connection events happen: before them a lost peer is a failed
+        // establishment (0x3E), tested below.
+        d.loop.run(for: .milliseconds(100))
         let start = d.loop.now
         d.b.controller.position = RadioPosition(x: 5000)
         d.loop.run(until: { !d.a.events.isEmpty && !d.b.events.isEmpty }, timeout: .seconds(5))
         #expect(d.loop.now - start == .milliseconds(720))
         #expect(disconnections(d.a).map(\.reason) == [.connectionTimeout])
         #expect(disconnections(d.b).map(\.reason) == [.connectionTimeout])
+    }
+
+    @Test func peerLostBeforeFirstEventFailsEstablishment() throws {
+        let d = TwoDevices(airTime: .timed)
+        _ = try #require(d.connect())  // 30 ms interval
+        d.b.controller.position = RadioPosition(x: 5000)
+        d.loop.run(for: .seconds(2))
+        #expect(disconnections(d.a).map(\.reason) == [.connectionFailedToBeEstablished])
     }
 
     @Test func powerOffTimesOutThePeerAndClosesTheHost() throws {
@@ -229,14 +240,15 @@ struct ConnectionTests {
     @Test func bufferOverflowAndReadRSSI() throws {
         let d = TwoDevices(distance: 2)
         let (central, _) = try #require(d.connect())
-        let rssi = try #require(d.a.returning(ReadRSSI(handle: central)))
+        let rssi = try #require(d.a.returning(ReadRSSI(connectionHandle: central)))
         #expect(rssi.rssi == -65)
         // Out of reach, nothing leaves the controller: the 13th packet overflows its 12 buffers.
         d.b.controller.position = RadioPosition(x: 5000)
         d.loop.run(for: .milliseconds(1))
         for _ in 0..<13 { d.a.sendACL(handle: central, [1, 0, 0x04, 0, 0xAA]) }
         d.loop.run(for: .milliseconds(1))
-        #expect(d.a.take { if case .dataBufferOverflow(let o) = $0 { o } else { nil } }.map(\.linkType) == [0x01])
+        let overflows: [DataBufferOverflow] = d.a.take { if case .dataBufferOverflow(let o) = $0 { o } else { nil } }
+        #expect(overflows.map(\.linkType) == [DataBufferOverflow.aclLinkType])
     }
 
     @Test func connectionCancel() {
