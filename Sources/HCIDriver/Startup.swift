@@ -11,7 +11,8 @@ extension HCIDriver {
     /// Reset → Read Local Version Information → Read Local Supported Commands → Read Local
     /// Supported Features → Read BD_ADDR → Set Event Mask → Set Event Mask Page 2 (if supported)
     /// → LE Set Event Mask → LE Read Buffer Size [v2] if supported, else [v1] (and Read Buffer
-    /// Size when LE has no buffers of its own) → LE Read Local Supported Features.
+    /// Size when LE has no buffers of its own) → LE Read Local Supported Features → LE Read
+    /// Maximum Data Length (if supported).
     ///
     /// Reset, the version and the buffer sizes are required; the other steps may fail or time
     /// out (controllers' supported-commands bitmaps are not always right) and are skipped. A
@@ -69,8 +70,14 @@ extension HCIDriver {
                 }
             },
             step(LEReadLocalSupportedFeatures(), required: false) { r in info.leFeatures = r.features },
-            // LE Read Maximum Data Length joins here once its typed command lands (HCI commands
-            // group 2); until then `maxDataLength` stays nil.
+            { [unowned self] done in
+                guard info.supportedCommands.supports(.leReadMaximumDataLength) else { return done(nil) }
+                step(LEReadMaximumDataLength(), required: false) { r in
+                    info.maxDataLength = LEMaximumDataLength(
+                        supportedMaxTXOctets: r.supportedMaxTXOctets, supportedMaxTXTime: r.supportedMaxTXTime,
+                        supportedMaxRXOctets: r.supportedMaxRXOctets, supportedMaxRXTime: r.supportedMaxRXTime)
+                }(done)
+            },
         ]
         runSteps(steps[...]) { [unowned self] error in
             if let error {

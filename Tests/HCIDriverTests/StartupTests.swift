@@ -39,6 +39,7 @@ import Testing
             Self.reset, Self.readLocalVersion, Self.readLocalSupportedCommands,
             Self.readLocalSupportedFeatures, Self.readBDADDR, Self.setEventMask, Self.setEventMaskPage2,
             Self.leSetEventMask, Self.leReadBufferSizeV2, Self.leReadLocalSupportedFeatures,
+            Self.leReadMaximumDataLength,
         ])
         #expect(info.hciVersion == 0x0D)
         #expect(info.hciSubversion == 0x1234)
@@ -52,6 +53,8 @@ import Testing
         #expect(info.totalACLDataPackets == 8)
         #expect(!info.usesSharedBREDRBuffers)
         #expect(info.leFeatures == LEFeatures(rawValue: 0x3F))
+        #expect(info.maxDataLength == LEMaximumDataLength(supportedMaxTXOctets: 251, supportedMaxTXTime: 2120,
+                                                          supportedMaxRXOctets: 251, supportedMaxRXTime: 2120))
         #expect(h.driver.controllerInfo == info)
         #expect(h.driver.aclCredits == 8)
         // The controller answered each command at once: no time passed.
