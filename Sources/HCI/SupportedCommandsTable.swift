@@ -4,6 +4,10 @@ public enum SupportedCommandsTable {
     public struct Position: Hashable, Sendable {
         public var octet: Int
         public var bit: Int
+        public init(octet: Int, bit: Int) {
+            self.octet = octet
+            self.bit = bit
+        }
     }
 
     public static let positions: [UInt16: Position] = {

@@ -3,26 +3,8 @@ import HCI
 /// The Supported_Commands bitmap of Read Local Supported Commands (Vol 4 Part E §6.27):
 /// octet n, bit m set means the command is supported.
 public struct SupportedCommands: Hashable, Sendable {
-    /// A command's place in the bitmap.
-    public struct Position: Hashable, Sendable {
-        public var octet: Int
-        public var bit: Int
-        public init(octet: Int, bit: Int) {
-            self.octet = octet
-            self.bit = bit
-        }
-
-        public static let setEventMaskPage2 = Position(octet: 22, bit: 2)
-        public static let leReadMaximumDataLength = Position(octet: 35, bit: 3)
-        public static let leSetExtendedAdvertisingParameters = Position(octet: 36, bit: 2)
-        public static let leSetExtendedAdvertisingData = Position(octet: 36, bit: 3)
-        public static let leSetExtendedScanResponseData = Position(octet: 36, bit: 4)
-        public static let leSetExtendedAdvertisingEnable = Position(octet: 36, bit: 5)
-        public static let leSetExtendedScanParameters = Position(octet: 37, bit: 5)
-        public static let leSetExtendedScanEnable = Position(octet: 37, bit: 6)
-        public static let leExtendedCreateConnection = Position(octet: 37, bit: 7)
-        public static let leReadBufferSizeV2 = Position(octet: 41, bit: 5)
-    }
+    /// A command's place in the bitmap, from the table in `HCI`.
+    public typealias Position = SupportedCommandsTable.Position
 
     /// 64 octets.
     public var bytes: [UInt8]
@@ -30,6 +12,11 @@ public struct SupportedCommands: Hashable, Sendable {
     /// `bytes` is cut or zero padded to 64 octets.
     public init(_ bytes: [UInt8] = []) {
         self.bytes = Array(bytes.prefix(64)) + Array(repeating: 0, count: max(0, 64 - bytes.count))
+    }
+
+    /// Whether the bitmap marks `command` as supported.
+    public func supports<C: HCICommand>(_ command: C.Type) -> Bool {
+        SupportedCommandsTable.isSupported(C.opcode, in: bytes)
     }
 
     public func supports(_ position: Position) -> Bool {
@@ -46,6 +33,26 @@ public struct SupportedCommands: Hashable, Sendable {
         guard bytes.indices.contains(position.octet), (0..<8).contains(position.bit) else { return }
         bytes[position.octet] |= 1 << UInt8(position.bit)
     }
+}
+
+extension SupportedCommandsTable.Position {
+    static func of<C: HCICommand>(_: C.Type) -> Self {
+        guard let position = SupportedCommandsTable.positions[C.opcode.rawValue] else {
+            preconditionFailure("\(C.name) has no Supported_Commands position")
+        }
+        return position
+    }
+
+    public static let setEventMaskPage2 = of(SetEventMaskPage2.self)
+    public static let leReadMaximumDataLength = of(LEReadMaximumDataLength.self)
+    public static let leSetExtendedAdvertisingParameters = of(LESetExtendedAdvertisingParameters.self)
+    public static let leSetExtendedAdvertisingData = of(LESetExtendedAdvertisingData.self)
+    public static let leSetExtendedScanResponseData = of(LESetExtendedScanResponseData.self)
+    public static let leSetExtendedAdvertisingEnable = of(LESetExtendedAdvertisingEnable.self)
+    public static let leSetExtendedScanParameters = of(LESetExtendedScanParameters.self)
+    public static let leSetExtendedScanEnable = of(LESetExtendedScanEnable.self)
+    public static let leExtendedCreateConnection = of(LEExtendedCreateConnection.self)
+    public static let leReadBufferSizeV2 = of(LEReadBufferSizeV2.self)
 }
 
 /// What the driver learned about its controller while starting.

@@ -29,18 +29,21 @@ public struct HCIDriverConfiguration: Sendable {
     /// Version Information Complete (11), Hardware Error (15), Data Buffer Overflow (25),
     /// Encryption Key Refresh Complete (47), LE Meta (61) — Vol 4 Part E §7.3.1.
     public var eventMask: UInt64 = 1 << 4 | 1 << 7 | 1 << 11 | 1 << 15 | 1 << 25 | 1 << 47 | 1 << 61
-    /// Set Event Mask Page 2: Encryption Change v2 (bit 25) — Vol 4 Part E §7.3.69.
-    public var eventMaskPage2: UInt64 = 1 << 25
+    /// Set Event Mask Page 2 (Vol 4 Part E §7.3.69): nothing by default. Encryption Change v2
+    /// (bit 25) only adds the key size, and the v1 event keeps captures readable by tools that
+    /// predate v2 (tshark 4.0 among them).
+    public var eventMaskPage2: UInt64 = 0
     /// LE Set Event Mask (Vol 4 Part E §7.8.1): bit n enables subevent n + 1. The subevents the
     /// host decodes: Connection Complete (0x01), Advertising Report (0x02), Connection Update
     /// Complete (0x03), Read Remote Features Complete (0x04), Long Term Key Request (0x05),
     /// Remote Connection Parameter Request (0x06), Data Length Change (0x07), Enhanced
     /// Connection Complete (0x0A), Directed Advertising Report (0x0B), PHY Update Complete
     /// (0x0C), Extended Advertising Report (0x0D), Scan Timeout (0x11), Advertising Set
-    /// Terminated (0x12), Enhanced Connection Complete v2 (0x29).
+    /// Terminated (0x12). Not Enhanced Connection Complete v2 (0x29): it adds only the
+    /// advertising set, and v1 keeps captures readable by tools that predate v2 (tshark 4.0).
     public var leEventMask: UInt64 = {
         let subevents: [UInt64] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x0A, 0x0B, 0x0C, 0x0D,
-                                   0x11, 0x12, 0x29]
+                                   0x11, 0x12]
         return subevents.reduce(0) { $0 | 1 << ($1 - 1) }
     }()
 

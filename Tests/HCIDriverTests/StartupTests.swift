@@ -14,11 +14,11 @@ import Testing
     static let readBDADDR = "01091000"                             // 0x1009
     // Set Event Mask 0x0C01: bits 4, 7, 11, 15, 25, 47, 61 = 0x2000_8000_0200_8890, LE.
     static let setEventMask = "01010c08" + "9088000200800020"
-    // Set Event Mask Page 2 0x0C63: bit 25 (Encryption Change v2) = 0x0000_0000_0200_0000.
-    static let setEventMaskPage2 = "01630c08" + "0000000200000000"
+    // Set Event Mask Page 2 0x0C63: nothing (Encryption Change v1 is enough) = 0, LE.
+    static let setEventMaskPage2 = "01630c08" + "0000000000000000"
     // LE Set Event Mask 0x2001: subevents 0x01–0x07 (bits 0–6 = 0x7F), 0x0A–0x0D (bits 9–12 =
-    // 0x1E00), 0x11–0x12 (bits 16–17 = 0x3_0000), 0x29 (bit 40) = 0x0000_0100_0003_1E7F, LE.
-    static let leSetEventMask = "01012008" + "7f1e030000010000"
+    // 0x1E00), 0x11–0x12 (bits 16–17 = 0x3_0000) = 0x0000_0000_0003_1E7F, LE.
+    static let leSetEventMask = "01012008" + "7f1e030000000000"
     static let leReadBufferSizeV1 = "01022000"                     // 0x2002
     static let leReadBufferSizeV2 = "01602000"                     // 0x2060
     static let readBufferSize = "01051000"                         // 0x1005
