@@ -39,6 +39,13 @@ let package = Package(
         .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
         .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
+        // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
+        .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
+        // The Attribute Protocol (Vol 3 Part F): every PDU, then the bearer.
+        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers"]),
+        // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
+        .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
+
         // The command-line tool: demo, virtual controllers served over H4.
         .executableTarget(name: "cbtool", dependencies: [
             "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling",
@@ -52,6 +59,9 @@ let package = Package(
         .testTarget(name: "HCITransportTests", dependencies: [
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
         ]),
+        .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
+        .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding"]),
+        .testTarget(name: "GAPTests", dependencies: ["GAP", "AssignedNumbers", "HCI"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
             "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",

@@ -1,0 +1,1 @@
+// The ATT PDU codec lands here.

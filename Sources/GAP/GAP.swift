@@ -1,0 +1,1 @@
+// The advertising data codec lands here.
