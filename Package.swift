@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "HCIDriver", targets: ["HCIDriver"]),
         .library(name: "VirtualController", targets: ["VirtualController"]),
         .executable(name: "cbtool", targets: ["cbtool"]),
+        .executable(name: "cbbench", targets: ["cbbench"]),
     ],
     dependencies: [
         // AES-128 (LE Encrypt, link-layer session keys) now; AES-CMAC and P-256 for SMP next.
@@ -51,6 +52,8 @@ let package = Package(
             "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // Benchmarks (release builds): figures recorded in BENCHMARKS.md.
+        .executableTarget(name: "cbbench", dependencies: ["HCI"]),
 
         .testTarget(name: "ByteCodingTests", dependencies: ["ByteCoding"]),
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),

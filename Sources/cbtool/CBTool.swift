@@ -11,7 +11,7 @@ struct CBTool: ParsableCommand {
             CB_TRANSPORT selects another controller (tcp:HOST:PORT, unix:PATH, serial:DEV[:BAUD], hci:N);
             CB_SNOOP=PATH writes a btsnoop capture of the HCI traffic.
             """,
-        subcommands: [Demo.self, ControllerServer.self]
+        subcommands: [Demo.self, HCIInfo.self, ControllerServer.self]
     )
 }
 
