@@ -35,6 +35,9 @@ struct HCIInfo: ParsableCommand {
         let loop = EventLoop(name: "host", pacing: .realTime)
         defer { loop.shutdown() }
         var hciTransport: HCITransport
+        if case .virtual(let path?) = spec {
+            throw ToolError("virtual:\(path): joining a shared radio is not available yet; use `virtual` (in-process)")
+        }
         if spec.isVirtual {
             let radio = VirtualRadio(loop: loop)
             hciTransport = VirtualController(radio: radio, address: BluetoothAddress(value: 0xC0_00_00_00_00_01)).makeHostTransport()
