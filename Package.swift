@@ -40,6 +40,8 @@ let package = Package(
         .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
         .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
+        // L2CAP on LE-U (Vol 3 Part A): fixed channels, LE signalling, later credit-based channels.
+        .target(name: "L2CAP", dependencies: ["ByteCoding", "HCI", "HCIDriver", "Scheduling"]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, then the bearer.
@@ -62,6 +64,7 @@ let package = Package(
         .testTarget(name: "HCITransportTests", dependencies: [
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
         ]),
+        .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding"]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding"]),
         .testTarget(name: "GAPTests", dependencies: ["GAP", "AssignedNumbers", "HCI"]),

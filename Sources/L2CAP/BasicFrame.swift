@@ -1,0 +1,40 @@
+import ByteCoding
+
+/// Channel identifiers on an LE-U logical link (Core spec Vol 3 Part A §2.1).
+public enum L2CAPChannelID {
+    public static let att: UInt16 = 0x0004
+    public static let leSignaling: UInt16 = 0x0005
+    public static let securityManager: UInt16 = 0x0006
+    /// Dynamically allocated CIDs for credit-based channels.
+    public static let dynamicRange: ClosedRange<UInt16> = 0x0040...0x007F
+}
+
+/// A B-frame: the basic L2CAP header (length, channel ID) and its payload (Vol 3 Part A §3.1).
+public struct BasicFrame: Hashable, Sendable {
+    public var channelID: UInt16
+    public var payload: [UInt8]
+
+    public init(channelID: UInt16, payload: [UInt8]) {
+        self.channelID = channelID
+        self.payload = payload
+    }
+
+    public func encode() -> [UInt8] {
+        var w = ByteWriter(capacity: payload.count + 4)
+        w.u16(UInt16(payload.count))
+        w.u16(channelID)
+        w.bytes(payload)
+        return w.bytes
+    }
+
+    /// Decodes a whole PDU as the HCI driver reassembled it; the length field must match.
+    public init(decoding pdu: [UInt8]) throws {
+        var r = ByteReader(pdu, context: "L2CAP basic frame")
+        let length = Int(try r.u16())
+        channelID = try r.u16()
+        guard r.remaining == length else {
+            throw DecodeError("L2CAP basic frame: length field \(length) but \(r.remaining) payload bytes")
+        }
+        payload = r.rest()
+    }
+}

@@ -1,0 +1,296 @@
+import ByteCoding
+import HCI
+import HCIDriver
+import Scheduling
+
+/// The security an LE link has (Core spec Vol 3 Part C §10.2.1, LE security mode 1). The ATT
+/// server checks attribute permissions against it; SMP raises it.
+public enum LESecurityLevel: Int, Comparable, Sendable {
+    /// Level 1: no security.
+    case noSecurity = 1
+    /// Level 2: encrypted with an unauthenticated key (Just Works).
+    case unauthenticatedEncryption = 2
+    /// Level 3: encrypted with an authenticated key (passkey, OOB, numeric comparison).
+    case authenticatedEncryption = 3
+    /// Level 4: authenticated LE Secure Connections with a 128-bit key.
+    case authenticatedSecureConnections = 4
+
+    public static func < (a: LESecurityLevel, b: LESecurityLevel) -> Bool { a.rawValue < b.rawValue }
+    public var isEncrypted: Bool { self >= .unauthenticatedEncryption }
+}
+
+/// What L2CAP needs from the layer below: whole PDUs out on a connection, and how many wait.
+/// `HCIDriver` is it; tests use a double.
+public protocol L2CAPLowerLayer: AnyObject {
+    func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool
+    func queuedPDUs(handle: ConnectionHandle) -> Int
+}
+
+extension HCIDriver: L2CAPLowerLayer {}
+
+/// Connection parameters as LE signalling carries them (units: 1.25 ms, events, 10 ms).
+public struct ConnectionParameters: Hashable, Sendable {
+    public var intervalMin: UInt16
+    public var intervalMax: UInt16
+    public var latency: UInt16
+    public var timeout: UInt16
+    public init(intervalMin: UInt16, intervalMax: UInt16, latency: UInt16, timeout: UInt16) {
+        self.intervalMin = intervalMin
+        self.intervalMax = intervalMax
+        self.latency = latency
+        self.timeout = timeout
+    }
+
+    /// The ranges of Vol 3 Part A §4.20 / Vol 4 Part E §7.8.18, and a timeout longer than
+    /// (1 + latency) × interval × 2.
+    public var isValid: Bool {
+        (0x0006...0x0C80).contains(intervalMin) && (0x0006...0x0C80).contains(intervalMax) && intervalMin <= intervalMax
+            && latency <= 0x01F3 && (0x000A...0x0C80).contains(timeout)
+            && Int(timeout) * 10_000 > (1 + Int(latency)) * Int(intervalMax) * 1250 * 2
+    }
+}
+
+public enum L2CAPError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The peer answered with Command Reject (reason code).
+    case rejected(reason: UInt16)
+    /// No answer within the signalling timeout (RTX).
+    case timeout
+    /// The link went down.
+    case disconnected
+    /// Only the other role may do this.
+    case wrongRole
+    /// The controller's queue for this link is full or the link is unknown below.
+    case cannotSend
+
+    public var description: String {
+        switch self {
+        case .rejected(let reason): "the peer rejected the request (reason 0x\(String(reason, radix: 16)))"
+        case .timeout: "the peer did not answer the L2CAP request in time"
+        case .disconnected: "the link is disconnected"
+        case .wrongRole: "this request is for the other role"
+        case .cannotSend: "the link cannot send now"
+        }
+    }
+}
+
+/// Decisions the layer above makes for a link.
+public protocol L2CAPLinkDelegate: AnyObject {
+    /// A peripheral asks the central for new parameters. Return true to accept; the delegate
+    /// then issues the HCI LE Connection Update itself.
+    func link(_ link: L2CAPLink, acceptsConnectionParameterUpdate parameters: ConnectionParameters) -> Bool
+}
+
+/// A fixed L2CAP channel of a link (ATT, SMP): whole SDUs in and out.
+public final class L2CAPFixedChannel: @unchecked Sendable {
+    public let channelID: UInt16
+    unowned let link: L2CAPLink
+    /// Called on the link's loop with each SDU the peer sent.
+    public var onReceive: (([UInt8]) -> Void)?
+    /// Called when the link goes down.
+    public var onClose: (() -> Void)?
+
+    init(channelID: UInt16, link: L2CAPLink) {
+        self.channelID = channelID
+        self.link = link
+    }
+
+    public var connectionHandle: ConnectionHandle { link.handle }
+
+    /// Sends one SDU; false when the link is down or the controller queue refuses it.
+    @discardableResult
+    public func send(_ sdu: [UInt8]) -> Bool { link.send(BasicFrame(channelID: channelID, payload: sdu)) }
+
+    /// PDUs waiting for controller buffers on this link (all channels): the back-pressure signal.
+    public var queuedPDUs: Int { link.lower?.queuedPDUs(handle: link.handle) ?? 0 }
+}
+
+/// L2CAP on one LE-U logical link (Core spec Vol 3 Part A): the fixed channels, LE signalling
+/// and, until the security manager exists, an SMP stub that refuses pairing.
+///
+/// Loop-confined: call it on its loop.
+public final class L2CAPLink: @unchecked Sendable {
+    public let handle: ConnectionHandle
+    public let role: LERole
+    public let loop: EventLoop
+    weak var lower: L2CAPLowerLayer?
+    public weak var delegate: L2CAPLinkDelegate?
+    public var securityLevel: LESecurityLevel = .noSecurity
+    /// Logs what the link drops or rejects; nil logs nothing.
+    public var log: (@Sendable (String) -> Void)?
+
+    /// The Attribute Protocol's channel.
+    public private(set) var att: L2CAPFixedChannel!
+    /// The Security Manager's channel. Until SMP takes it over (by setting `onReceive`), pairing
+    /// requests are answered with Pairing Failed "Pairing Not Supported".
+    public private(set) var securityManager: L2CAPFixedChannel!
+
+    /// The LE signalling MTU this side accepts (Vol 3 Part A §4: at least 23).
+    public static let signalingMTU = 23
+    /// How long a signalling request waits for its response (RTX, 1–60 s).
+    public var requestTimeout: Duration = .seconds(30)
+
+    private var nextIdentifier: UInt8 = 1
+    private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
+    public private(set) var isOpen = true
+
+    public init(handle: ConnectionHandle, role: LERole, lower: L2CAPLowerLayer, loop: EventLoop) {
+        self.handle = handle
+        self.role = role
+        self.lower = lower
+        self.loop = loop
+        att = L2CAPFixedChannel(channelID: L2CAPChannelID.att, link: self)
+        securityManager = L2CAPFixedChannel(channelID: L2CAPChannelID.securityManager, link: self)
+        securityManager.onReceive = { [unowned self] sdu in refusePairing(sdu) }
+    }
+
+    func send(_ frame: BasicFrame) -> Bool {
+        guard isOpen, let lower else { return false }
+        return lower.sendACL(handle: handle, pdu: frame.encode())
+    }
+
+    // MARK: Receiving
+
+    /// A whole L2CAP PDU from the link (the HCI driver reassembles fragments).
+    public func receive(_ pdu: [UInt8]) {
+        guard isOpen else { return }
+        let frame: BasicFrame
+        do { frame = try BasicFrame(decoding: pdu) } catch {
+            log?("dropped: \(error)")
+            return
+        }
+        switch frame.channelID {
+        case L2CAPChannelID.att: att.onReceive?(frame.payload)
+        case L2CAPChannelID.securityManager: securityManager.onReceive?(frame.payload)
+        case L2CAPChannelID.leSignaling: receiveSignaling(frame.payload)
+        default:
+            // No such channel here: dropped (Vol 3 Part A §3.1).
+            log?("dropped a PDU for unknown channel 0x\(String(frame.channelID, radix: 16))")
+        }
+    }
+
+    private func sendSignaling(_ identifier: UInt8, _ command: SignalingCommand) {
+        _ = send(BasicFrame(channelID: L2CAPChannelID.leSignaling,
+                            payload: SignalingPacket(identifier: identifier, command: command).encode()))
+    }
+
+    private func reject(_ identifier: UInt8, _ reason: CommandRejectReason, data: [UInt8] = []) {
+        sendSignaling(identifier, .commandReject(reason: reason.rawValue, data: data))
+    }
+
+    private func receiveSignaling(_ payload: [UInt8]) {
+        if payload.count > Self.signalingMTU, payload.count >= 2 {
+            // Vol 3 Part A §4.1: too big for our signalling MTU; the data carries that MTU.
+            return reject(payload[1], .signalingMTUExceeded, data: [UInt8(Self.signalingMTU), 0])
+        }
+        let packet: SignalingPacket
+        do {
+            packet = try SignalingPacket(decoding: payload)
+        } catch let error as SignalingDecodeError {
+            log?("malformed signalling command: \(error)")
+            if error.identifier != 0 { reject(error.identifier, .commandNotUnderstood) }
+            return
+        } catch {
+            log?("dropped signalling PDU: \(error)")
+            return
+        }
+        // Identifier 0 is never valid (Vol 3 Part A §4).
+        guard packet.identifier != 0 else {
+            log?("dropped a signalling command with identifier 0")
+            return
+        }
+        let id = packet.identifier
+        switch packet.command {
+        case .connectionParameterUpdateRequest(let min, let max, let latency, let timeout):
+            // Only a central answers this; a peripheral rejects it (§4.20).
+            guard role == .central else { return reject(id, .commandNotUnderstood) }
+            let parameters = ConnectionParameters(intervalMin: min, intervalMax: max, latency: latency, timeout: timeout)
+            let accepted = parameters.isValid && (delegate?.link(self, acceptsConnectionParameterUpdate: parameters) ?? false)
+            sendSignaling(id, .connectionParameterUpdateResponse(result: accepted ? 0x0000 : 0x0001))
+        case .leCreditBasedConnectionRequest:
+            // No credit-based channels are registered yet: no PSM is supported.
+            sendSignaling(id, .leCreditBasedConnectionResponse(destinationCID: 0, mtu: 0, mps: 0, initialCredits: 0,
+                                                               result: CreditBasedConnectionResult.spsmNotSupported.rawValue))
+        case .creditBasedConnectionRequest(_, _, _, _, let sourceCIDs):
+            sendSignaling(id, .creditBasedConnectionResponse(mtu: 0, mps: 0, initialCredits: 0,
+                                                             result: CreditBasedConnectionResult.spsmNotSupported.rawValue,
+                                                             destinationCIDs: sourceCIDs.map { _ in 0 }))
+        case .creditBasedReconfigureRequest:
+            sendSignaling(id, .creditBasedReconfigureResponse(result: 0x0003))  // a destination CID is invalid
+        case .disconnectionRequest(let destination, let source):
+            // No dynamic channels exist yet, so the CID is not ours (§4.6 → reject, invalid CID).
+            var data = ByteWriter(capacity: 4)
+            data.u16(destination)
+            data.u16(source)
+            reject(id, .invalidCIDInRequest, data: data.bytes)
+        case .unknown:
+            reject(id, .commandNotUnderstood)
+        case .connectionParameterUpdateResponse, .commandReject, .leCreditBasedConnectionResponse,
+             .creditBasedConnectionResponse, .creditBasedReconfigureResponse, .disconnectionResponse:
+            guard let request = pending.removeValue(forKey: id) else {
+                log?("dropped a response to no request (identifier \(id))")
+                return
+            }
+            request.timer.cancel()
+            if case .commandReject(let reason, _) = packet.command {
+                request.completion(.failure(.rejected(reason: reason)))
+            } else {
+                request.completion(.success(packet.command))
+            }
+        case .flowControlCredit:
+            log?("credits for an unknown channel dropped")
+        }
+    }
+
+    // MARK: Requests
+
+    private func request(_ command: SignalingCommand, completion: @escaping (Result<SignalingCommand, L2CAPError>) -> Void) {
+        guard isOpen else { return completion(.failure(.disconnected)) }
+        let id = nextIdentifier
+        nextIdentifier = nextIdentifier == 0xFF ? 1 : nextIdentifier + 1
+        let timer = loop.schedule(after: requestTimeout) { [weak self] in
+            guard let self, let request = self.pending.removeValue(forKey: id) else { return }
+            request.completion(.failure(.timeout))
+        }
+        pending[id] = (timer, completion)
+        sendSignaling(id, command)
+    }
+
+    /// As peripheral, asks the central for new connection parameters (Vol 3 Part A §4.20).
+    /// Completes with whether the central accepted them.
+    public func requestConnectionParameterUpdate(_ parameters: ConnectionParameters,
+                                                 completion: @escaping (Result<Bool, L2CAPError>) -> Void) {
+        guard role == .peripheral else { return completion(.failure(.wrongRole)) }
+        request(.connectionParameterUpdateRequest(intervalMin: parameters.intervalMin, intervalMax: parameters.intervalMax,
+                                                  latency: parameters.latency, timeout: parameters.timeout)) { result in
+            completion(result.flatMap { response in
+                if case .connectionParameterUpdateResponse(let r) = response { return .success(r == 0x0000) }
+                return .failure(.rejected(reason: CommandRejectReason.commandNotUnderstood.rawValue))
+            })
+        }
+    }
+
+    // MARK: Closing
+
+    /// The link went down: pending requests fail, channel users are told, nothing more is sent.
+    public func close() {
+        guard isOpen else { return }
+        isOpen = false
+        let waiting = pending
+        pending = [:]
+        for (_, request) in waiting.sorted(by: { $0.key < $1.key }) {
+            request.timer.cancel()
+            request.completion(.failure(.disconnected))
+        }
+        att.onClose?()
+        securityManager.onClose?()
+    }
+
+    // MARK: SMP until pairing exists
+
+    /// Pairing Request (0x01) and Security Request (0x0B) get Pairing Failed (0x05) with reason
+    /// Pairing Not Supported (0x05) (Vol 3 Part H §3.5.5); anything else is ignored.
+    private func refusePairing(_ sdu: [UInt8]) {
+        guard let code = sdu.first, code == 0x01 || code == 0x0B else { return }
+        securityManager.send([0x05, 0x05])
+    }
+}
