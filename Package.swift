@@ -42,6 +42,9 @@ let package = Package(
         .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
         // L2CAP on LE-U (Vol 3 Part A): fixed channels, LE signalling, later credit-based channels.
         .target(name: "L2CAP", dependencies: ["ByteCoding", "HCI", "HCIDriver", "Scheduling"]),
+        // The LE host on one controller: HCI driver + L2CAP links + GAP procedures (scan,
+        // advertise, connect, encrypt), extended commands when the controller has them.
+        .target(name: "HostStack", dependencies: ["HCI", "HCIDriver", "HCITransport", "L2CAP", "Scheduling"]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, then the bearer.
@@ -65,6 +68,9 @@ let package = Package(
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
         ]),
         .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding"]),
+        .testTarget(name: "HostStackTests", dependencies: [
+            "HostStack", "L2CAP", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
+        ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding"]),
         .testTarget(name: "GAPTests", dependencies: ["GAP", "AssignedNumbers", "HCI"]),

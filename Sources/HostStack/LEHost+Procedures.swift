@@ -1,0 +1,194 @@
+import HCI
+import HCIDriver
+import L2CAP
+
+/// What to advertise and how.
+public struct AdvertisingParameters: Sendable, Hashable {
+    public var connectable: Bool
+    public var scannable: Bool
+    /// Units of 0.625 ms (0x0020–0x4000).
+    public var intervalMin: UInt16
+    public var intervalMax: UInt16
+    /// At most 31 bytes each with legacy advertising.
+    public var data: [UInt8]
+    public var scanResponse: [UInt8]
+
+    public init(connectable: Bool = true, scannable: Bool = true, intervalMin: UInt16 = 0x00A0, intervalMax: UInt16 = 0x00A0,
+                data: [UInt8] = [], scanResponse: [UInt8] = []) {
+        self.connectable = connectable
+        self.scannable = scannable
+        self.intervalMin = intervalMin
+        self.intervalMax = intervalMax
+        self.data = data
+        self.scanResponse = scanResponse
+    }
+}
+
+extension LEHost {
+    /// Runs commands one after another, stopping at the first failure.
+    func sequence(_ steps: [(@escaping (Result<Void, HCIError>) -> Void) -> Void],
+                  completion: @escaping (Result<Void, HCIError>) -> Void) {
+        guard let first = steps.first else { return completion(.success(())) }
+        first { [self] result in
+            switch result {
+            case .success: sequence(Array(steps.dropFirst()), completion: completion)
+            case .failure: completion(result)
+            }
+        }
+    }
+
+    func step<C: HCICommand>(_ command: C) -> (@escaping (Result<Void, HCIError>) -> Void) -> Void {
+        { [driver] done in driver.send(command) { done($0.map { _ in () }) } }
+    }
+
+    // MARK: Scanning
+
+    /// Starts scanning: active (asks for scan responses) or passive; the controller's duplicate
+    /// filter on or off. Interval and window in units of 0.625 ms.
+    public func startScanning(active: Bool, filterDuplicates: Bool, interval: UInt16 = 0x0030, window: UInt16 = 0x0030,
+                              completion: @escaping (Result<Void, HCIError>) -> Void) {
+        reportAssembler.reset()
+        if usesExtendedCommands {
+            sequence([
+                step(LESetExtendedScanParameters(scanningPHYs: [.init(phy: .le1M, scanType: active ? .active : .passive,
+                                                                      scanInterval: interval, scanWindow: window)])),
+                step(LESetExtendedScanEnable(enable: true, filterDuplicates: filterDuplicates ? .enabled : .disabled)),
+            ], completion: completion)
+        } else {
+            sequence([
+                step(LESetScanParameters(leScanType: active ? .active : .passive, leScanInterval: interval, leScanWindow: window,
+                                         ownAddressType: .publicDevice, scanningFilterPolicy: .basicUnfiltered)),
+                step(LESetScanEnable(leScanEnable: true, filterDuplicates: filterDuplicates)),
+            ], completion: completion)
+        }
+    }
+
+    public func stopScanning(completion: @escaping (Result<Void, HCIError>) -> Void) {
+        if usesExtendedCommands {
+            sequence([step(LESetExtendedScanEnable(enable: false))], completion: completion)
+        } else {
+            sequence([step(LESetScanEnable(leScanEnable: false, filterDuplicates: false))], completion: completion)
+        }
+    }
+
+    // MARK: Advertising
+
+    /// Starts advertising (one advertising set, handle 0, with legacy PDUs).
+    public func startAdvertising(_ parameters: AdvertisingParameters, completion: @escaping (Result<Void, HCIError>) -> Void) {
+        guard parameters.data.count <= 31, parameters.scanResponse.count <= 31 else {
+            return completion(.failure(.notSupported("legacy advertising carries at most 31 bytes of data and of scan response")))
+        }
+        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+            if case .success = result { self?.isAdvertising = true }
+            completion(result)
+        }
+        if usesExtendedCommands {
+            var properties: LESetExtendedAdvertisingParameters.EventProperties = [.legacy]
+            if parameters.connectable { properties.insert(.connectable) }
+            if parameters.scannable || parameters.connectable { properties.insert(.scannable) }
+            sequence([
+                step(LESetExtendedAdvertisingParameters(
+                    advertisingHandle: 0, advertisingEventProperties: properties,
+                    primaryAdvertisingIntervalMin: UInt32(parameters.intervalMin),
+                    primaryAdvertisingIntervalMax: UInt32(parameters.intervalMax))),
+                step(LESetExtendedAdvertisingData(advertisingHandle: 0, advertisingData: parameters.data)),
+                step(LESetExtendedScanResponseData(advertisingHandle: 0, scanResponseData: parameters.scanResponse)),
+                step(LESetExtendedAdvertisingEnable(enable: true, sets: [.init(advertisingHandle: 0)])),
+            ], completion: done)
+        } else {
+            let type: LESetAdvertisingParameters.AdvertisingType =
+                parameters.connectable ? .advInd : (parameters.scannable ? .advScanInd : .advNonconnInd)
+            sequence([
+                step(LESetAdvertisingParameters(
+                    advertisingIntervalMin: parameters.intervalMin, advertisingIntervalMax: parameters.intervalMax,
+                    advertisingType: type, ownAddressType: .publicDevice, peerAddressType: .publicDevice, peerAddress: .zero,
+                    advertisingChannelMap: 0x07, advertisingFilterPolicy: .acceptAll)),
+                step(LESetAdvertisingData(advertisingData: parameters.data)),
+                step(LESetScanResponseData(scanResponseData: parameters.scanResponse)),
+                step(LESetAdvertisingEnable(advertisingEnable: true)),
+            ], completion: done)
+        }
+    }
+
+    public func stopAdvertising(completion: @escaping (Result<Void, HCIError>) -> Void) {
+        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+            if case .success = result { self?.isAdvertising = false }
+            completion(result)
+        }
+        if usesExtendedCommands {
+            sequence([step(LESetExtendedAdvertisingEnable(enable: false, sets: [.init(advertisingHandle: 0)]))], completion: done)
+        } else {
+            sequence([step(LESetAdvertisingEnable(advertisingEnable: false))], completion: done)
+        }
+    }
+
+    // MARK: Connections
+
+    /// Starts connecting to `peer`. The attempt never times out by itself: it ends with
+    /// `didConnect`, or `didFailToConnectTo` after `cancelConnecting`. `completion` says whether
+    /// the controller took the request.
+    public func connect(to peer: LEAddress, parameters: ConnectionParameters = ConnectionParameters(
+                            intervalMin: 0x0018, intervalMax: 0x0028, latency: 0, timeout: 0x01F4),
+                        completion: @escaping (Result<Void, HCIError>) -> Void) {
+        guard parameters.isValid else { return completion(.failure(.notSupported("invalid connection parameters"))) }
+        connecting = peer
+        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+            if case .failure = result { self?.connecting = nil }
+            completion(result)
+        }
+        if usesExtendedCommands {
+            sequence([step(LEExtendedCreateConnection(
+                peerAddressType: peer.type, peerAddress: peer.address,
+                initiatingPHYs: [.init(phy: .le1M, scanInterval: 0x0030, scanWindow: 0x0030,
+                                       connectionIntervalMin: parameters.intervalMin, connectionIntervalMax: parameters.intervalMax,
+                                       maxLatency: parameters.latency, supervisionTimeout: parameters.timeout)]))], completion: done)
+        } else {
+            sequence([step(LECreateConnection(
+                leScanInterval: 0x0030, leScanWindow: 0x0030, initiatorFilterPolicy: .peerAddress,
+                peerAddressType: peer.type, peerAddress: peer.address, ownAddressType: .publicDevice,
+                connectionIntervalMin: parameters.intervalMin, connectionIntervalMax: parameters.intervalMax,
+                maxLatency: parameters.latency, supervisionTimeout: parameters.timeout, minCELength: 0, maxCELength: 0))],
+                     completion: done)
+        }
+    }
+
+    /// Cancels the connection attempt in progress; it ends with `didFailToConnectTo`.
+    public func cancelConnecting(completion: @escaping (Result<Void, HCIError>) -> Void) {
+        sequence([step(LECreateConnectionCancel())], completion: completion)
+    }
+
+    /// Disconnects; `didDisconnect` follows.
+    public func disconnect(_ connection: LEConnection, reason: HCIStatus = .remoteUserTerminatedConnection,
+                           completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        sequence([step(Disconnect(connectionHandle: connection.handle, reason: reason))], completion: completion)
+    }
+
+    /// As central, encrypts the link with a long-term key both sides hold (as HCI carries it).
+    public func startEncryption(_ connection: LEConnection, longTermKey: [UInt8], rand: UInt64, ediv: UInt16,
+                                completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        guard connection.role == .central else { return completion(.failure(.notSupported("only the central starts encryption"))) }
+        sequence([step(LEEnableEncryption(connectionHandle: connection.handle, randomNumber: rand,
+                                          encryptedDiversifier: ediv, longTermKey: longTermKey))], completion: completion)
+    }
+
+    /// Asks for new connection parameters: as central directly, as peripheral through the
+    /// link layer when both controllers support it, else through L2CAP signalling.
+    public func updateParameters(_ connection: LEConnection, _ parameters: ConnectionParameters,
+                                 completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        guard parameters.isValid else { return completion(.failure(.notSupported("invalid connection parameters"))) }
+        if connection.role == .central || info?.leFeatures.contains(.connectionParametersRequest) == true {
+            sequence([step(LEConnectionUpdate(connectionHandle: connection.handle, connectionIntervalMin: parameters.intervalMin,
+                                              connectionIntervalMax: parameters.intervalMax, maxLatency: parameters.latency,
+                                              supervisionTimeout: parameters.timeout, minCELength: 0, maxCELength: 0))],
+                     completion: completion)
+        } else {
+            connection.l2cap.requestConnectionParameterUpdate(parameters) { result in
+                switch result {
+                case .success(true): completion(.success(()))
+                case .success(false): completion(.failure(.status(.unacceptableConnectionParameters, command: "L2CAP Connection Parameter Update")))
+                case .failure(let error): completion(.failure(.notSupported("\(error)")))
+                }
+            }
+        }
+    }
+}

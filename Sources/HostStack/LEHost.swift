@@ -1,0 +1,263 @@
+import HCI
+import HCIDriver
+import HCITransport
+import L2CAP
+import Scheduling
+
+/// One LE connection as the host keeps it.
+public final class LEConnection: @unchecked Sendable {
+    public let handle: ConnectionHandle
+    public let role: LERole
+    public let peer: LEAddress
+    /// Units of 1.25 ms, connection events, 10 ms.
+    public internal(set) var interval: UInt16
+    public internal(set) var latency: UInt16
+    public internal(set) var supervisionTimeout: UInt16
+    public internal(set) var isEncrypted = false
+    /// Longest link-layer payload each way (27 until the data length update).
+    public internal(set) var maxTxOctets: UInt16 = 27
+    public internal(set) var maxRxOctets: UInt16 = 27
+    /// L2CAP on this link: its ATT and SMP channels.
+    public let l2cap: L2CAPLink
+
+    init(handle: ConnectionHandle, role: LERole, peer: LEAddress, interval: UInt16, latency: UInt16,
+         supervisionTimeout: UInt16, l2cap: L2CAPLink) {
+        self.handle = handle
+        self.role = role
+        self.peer = peer
+        self.interval = interval
+        self.latency = latency
+        self.supervisionTimeout = supervisionTimeout
+        self.l2cap = l2cap
+    }
+}
+
+/// What an `LEHost` tells the layer above. Called on the host's loop. All optional.
+public protocol LEHostDelegate: AnyObject {
+    func host(_ host: LEHost, didDiscover report: AdvertisingReport)
+    func host(_ host: LEHost, didConnect connection: LEConnection)
+    /// A connection attempt ended without a connection (cancelled: Unknown Connection Identifier).
+    func host(_ host: LEHost, didFailToConnectTo peer: LEAddress, status: HCIStatus)
+    func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus)
+    func host(_ host: LEHost, didUpdateParametersOf connection: LEConnection)
+    /// Encryption started (status success) or failed.
+    func host(_ host: LEHost, encryptionChangedOn connection: LEConnection, status: HCIStatus)
+    /// As peripheral: the central starts encryption; return the long-term key (16 bytes, as HCI
+    /// carries it) for this EDIV/Rand, or nil to refuse.
+    func host(_ host: LEHost, longTermKeyFor connection: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]?
+    /// Advertising stopped by itself (a connection was made, or directed advertising timed out).
+    func hostDidStopAdvertising(_ host: LEHost)
+    /// The controller is gone (transport closed or broken).
+    func host(_ host: LEHost, didClose error: HCITransportError?)
+}
+
+extension LEHostDelegate {
+    public func host(_ host: LEHost, didDiscover report: AdvertisingReport) {}
+    public func host(_ host: LEHost, didConnect connection: LEConnection) {}
+    public func host(_ host: LEHost, didFailToConnectTo peer: LEAddress, status: HCIStatus) {}
+    public func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus) {}
+    public func host(_ host: LEHost, didUpdateParametersOf connection: LEConnection) {}
+    public func host(_ host: LEHost, encryptionChangedOn connection: LEConnection, status: HCIStatus) {}
+    public func host(_ host: LEHost, longTermKeyFor connection: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? { nil }
+    public func hostDidStopAdvertising(_ host: LEHost) {}
+    public func host(_ host: LEHost, didClose error: HCITransportError?) {}
+}
+
+/// The LE host on one controller: the HCI driver, L2CAP per connection, and the GAP procedures
+/// (scanning, advertising, connecting, encryption) with the controller's extended commands when
+/// it has them and legacy ones otherwise.
+///
+/// Loop-confined: call it on its loop; the delegate is called there.
+public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Sendable {
+    public let driver: HCIDriver
+    public var loop: EventLoop { driver.loop }
+    public weak var delegate: LEHostDelegate?
+    public private(set) var info: ControllerInfo?
+    public private(set) var connections: [ConnectionHandle: LEConnection] = [:]
+    /// Logs what the host does not expect; nil logs nothing.
+    public var log: (@Sendable (String) -> Void)?
+
+    /// Whether the extended advertising/scanning/connection commands are used: only when the
+    /// controller has all of them (mixing legacy and extended commands is Command Disallowed).
+    public private(set) var usesExtendedCommands = false
+    var reportAssembler = ExtendedReportAssembler()
+    var isAdvertising = false
+    /// The connection attempt in progress, for reporting its failure.
+    var connecting: LEAddress?
+
+    public init(transport: HCITransport, loop: EventLoop, configuration: HCIDriverConfiguration = HCIDriverConfiguration()) {
+        driver = HCIDriver(transport: transport, loop: loop, configuration: configuration)
+        driver.delegate = self
+    }
+
+    /// Opens the transport and initialises the controller.
+    public func start(completion: @escaping (Result<ControllerInfo, HCIError>) -> Void) {
+        driver.start { [self] result in
+            if case .success(let info) = result {
+                self.info = info
+                usesExtendedCommands = info.supportsExtendedAdvertising && info.supportsExtendedScanning
+            }
+            completion(result)
+        }
+    }
+
+    /// Closes the transport.
+    public func stop() { driver.stop() }
+
+    // MARK: HCIDriverDelegate
+
+    public func didReceiveEvent(_ event: HCIEvent) {
+        switch event {
+        case .le(let le): handleLEEvent(le)
+        case .disconnectionComplete(let e): handleDisconnection(e)
+        case .encryptionChange(let e):
+            handleEncryptionChange(handle: e.connectionHandle, status: e.status, enabled: e.encryptionEnabled != 0)
+        case .encryptionChangeV2(let e):
+            handleEncryptionChange(handle: e.connectionHandle, status: e.status, enabled: e.encryptionEnabled != 0)
+        case .encryptionKeyRefreshComplete(let e):
+            if let connection = connections[e.connectionHandle] {
+                delegate?.host(self, encryptionChangedOn: connection, status: e.status)
+            }
+        case .hardwareError(let e):
+            log?("controller hardware error 0x\(String(e.hardwareCode, radix: 16))")
+        default:
+            break
+        }
+    }
+
+    public func didReceiveACL(handle: ConnectionHandle, pdu: [UInt8]) {
+        guard let connection = connections[handle] else {
+            log?("ACL for unknown connection 0x\(String(handle, radix: 16)) dropped")
+            return
+        }
+        connection.l2cap.receive(pdu)
+    }
+
+    public func driverDidClose(error: HCITransportError?) {
+        for connection in connections.values { connection.l2cap.close() }
+        connections = [:]
+        delegate?.host(self, didClose: error)
+    }
+
+    private func handleLEEvent(_ event: LEMetaEvent) {
+        switch event {
+        case .advertisingReport(let e):
+            for report in e.reports { delegate?.host(self, didDiscover: AdvertisingReport(legacy: report)) }
+        case .extendedAdvertisingReport(let e):
+            // Some controllers answer even a legacy scan with extended reports.
+            for report in e.reports {
+                if let whole = reportAssembler.add(report) { delegate?.host(self, didDiscover: whole) }
+            }
+        case .connectionComplete(let e):
+            connectionCompleted(status: e.status, handle: e.connectionHandle, role: e.role,
+                                peer: LEAddress(e.peerAddressType, e.peerAddress), interval: e.connectionInterval,
+                                latency: e.peripheralLatency, timeout: e.supervisionTimeout)
+        case .enhancedConnectionComplete(let e):
+            connectionCompleted(status: e.status, handle: e.connectionHandle, role: e.role,
+                                peer: LEAddress(e.peerAddressType, e.peerAddress), interval: e.connectionInterval,
+                                latency: e.peripheralLatency, timeout: e.supervisionTimeout)
+        case .enhancedConnectionCompleteV2(let e):
+            connectionCompleted(status: e.status, handle: e.connectionHandle, role: e.role,
+                                peer: LEAddress(e.peerAddressType, e.peerAddress), interval: e.connectionInterval,
+                                latency: e.peripheralLatency, timeout: e.supervisionTimeout)
+        case .connectionUpdateComplete(let e):
+            guard let connection = connections[e.connectionHandle], e.status.isSuccess else { return }
+            connection.interval = e.connectionInterval
+            connection.latency = e.peripheralLatency
+            connection.supervisionTimeout = e.supervisionTimeout
+            delegate?.host(self, didUpdateParametersOf: connection)
+        case .remoteConnectionParameterRequest(let e):
+            // The peer's link layer asks (we are central): accept what it asks for if valid.
+            let parameters = ConnectionParameters(intervalMin: e.intervalMin, intervalMax: e.intervalMax,
+                                                  latency: e.maxLatency, timeout: e.timeout)
+            if parameters.isValid {
+                driver.send(LERemoteConnectionParameterRequestReply(
+                    connectionHandle: e.connectionHandle, intervalMin: e.intervalMin, intervalMax: e.intervalMax,
+                    maxLatency: e.maxLatency, timeout: e.timeout, minCELength: 0, maxCELength: 0)) { _ in }
+            } else {
+                driver.send(LERemoteConnectionParameterRequestNegativeReply(
+                    connectionHandle: e.connectionHandle, reason: .unacceptableConnectionParameters)) { _ in }
+            }
+        case .dataLengthChange(let e):
+            guard let connection = connections[e.connectionHandle] else { return }
+            connection.maxTxOctets = e.maxTxOctets
+            connection.maxRxOctets = e.maxRxOctets
+        case .longTermKeyRequest(let e):
+            guard let connection = connections[e.connectionHandle],
+                  let key = delegate?.host(self, longTermKeyFor: connection, rand: e.randomNumber, ediv: e.encryptedDiversifier),
+                  key.count == 16 else {
+                driver.send(LELongTermKeyRequestNegativeReply(connectionHandle: e.connectionHandle)) { _ in }
+                return
+            }
+            driver.send(LELongTermKeyRequestReply(connectionHandle: e.connectionHandle, longTermKey: key)) { _ in }
+        case .advertisingSetTerminated:
+            isAdvertising = false
+            delegate?.hostDidStopAdvertising(self)
+        default:
+            break
+        }
+    }
+
+    private func connectionCompleted(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
+                                     interval: UInt16, latency: UInt16, timeout: UInt16) {
+        guard status.isSuccess else {
+            if role == .central {
+                let target = connecting ?? peer
+                connecting = nil
+                delegate?.host(self, didFailToConnectTo: target, status: status)
+            } else {
+                // Directed advertising timed out.
+                isAdvertising = false
+                delegate?.hostDidStopAdvertising(self)
+            }
+            return
+        }
+        if role == .central { connecting = nil }
+        let link = L2CAPLink(handle: handle, role: role, lower: driver, loop: loop)
+        link.delegate = self
+        link.log = log
+        let connection = LEConnection(handle: handle, role: role, peer: peer, interval: interval, latency: latency,
+                                      supervisionTimeout: timeout, l2cap: link)
+        connections[handle] = connection
+        if role == .peripheral && isAdvertising && !usesExtendedCommands {
+            // Legacy connectable advertising stops when a connection is made.
+            isAdvertising = false
+            delegate?.hostDidStopAdvertising(self)
+        }
+        // Longer link-layer packets when the controller can (LE Data Packet Length Extension).
+        if info?.leFeatures.contains(.leDataPacketLengthExtension) == true {
+            driver.send(LESetDataLength(connectionHandle: handle, txOctets: 251, txTime: 2120)) { _ in }
+        }
+        delegate?.host(self, didConnect: connection)
+    }
+
+    private func handleDisconnection(_ e: DisconnectionComplete) {
+        guard e.status.isSuccess, let connection = connections.removeValue(forKey: e.connectionHandle) else { return }
+        connection.l2cap.close()
+        delegate?.host(self, didDisconnect: connection, reason: e.reason)
+    }
+
+    private func handleEncryptionChange(handle: ConnectionHandle, status: HCIStatus, enabled: Bool) {
+        guard let connection = connections[handle] else { return }
+        connection.isEncrypted = status.isSuccess && enabled
+        // Until SMP knows how the key was made, an encrypted link counts as unauthenticated.
+        connection.l2cap.securityLevel = connection.isEncrypted ? max(connection.l2cap.securityLevel, .unauthenticatedEncryption) : .noSecurity
+        delegate?.host(self, encryptionChangedOn: connection, status: status)
+    }
+
+    // MARK: L2CAPLinkDelegate
+
+    public func link(_ link: L2CAPLink, acceptsConnectionParameterUpdate parameters: ConnectionParameters) -> Bool {
+        // The link answers the request first; the update follows (after this job).
+        loop.execute { [weak self] in self?.issueConnectionUpdate(link, parameters) }
+        return true
+    }
+
+    private func issueConnectionUpdate(_ link: L2CAPLink, _ parameters: ConnectionParameters) {
+        driver.send(LEConnectionUpdate(connectionHandle: link.handle, connectionIntervalMin: parameters.intervalMin,
+                                       connectionIntervalMax: parameters.intervalMax, maxLatency: parameters.latency,
+                                       supervisionTimeout: parameters.timeout, minCELength: 0, maxCELength: 0)) { [weak self] result in
+            if case .failure(let error) = result { self?.log?("LE Connection Update failed: \(error)") }
+        }
+    }
+}
