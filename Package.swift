@@ -73,7 +73,10 @@ let package = Package(
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding"]),
-        .testTarget(name: "GAPTests", dependencies: ["GAP", "AssignedNumbers", "HCI"]),
+        // VirtualController for its SeededGenerator, LECrypto to make resolvable private addresses.
+        .testTarget(name: "GAPTests", dependencies: [
+            "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "VirtualController",
+        ]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
             "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",

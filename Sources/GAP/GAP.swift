@@ -1,1 +1,0 @@
-// The advertising data codec lands here.
