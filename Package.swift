@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(name: "ByteCodingTests", dependencies: ["ByteCoding"]),
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
-        .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding"]),
+        .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
         ]),
@@ -73,9 +73,9 @@ let package = Package(
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding"]),
-        // VirtualController for its SeededGenerator, LECrypto to make resolvable private addresses.
+        // LECrypto to make resolvable private addresses to classify.
         .testTarget(name: "GAPTests", dependencies: [
-            "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "VirtualController",
+            "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "Scheduling",
         ]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [

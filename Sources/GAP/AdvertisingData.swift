@@ -131,7 +131,7 @@ public struct AdvertisingData: Hashable, Sendable, ExpressibleByArrayLiteral, Cu
         }.first
     }
 
-    public var leRole: LERole? {
+    public var leRole: AdvertisedLERole? {
         elements.lazy.compactMap { if case let .leRole(r) = $0 { r } else { nil } }.first
     }
 

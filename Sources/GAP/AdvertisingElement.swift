@@ -39,7 +39,7 @@ public enum AdvertisingElement: Hashable, Sendable {
     /// LE Bluetooth Device Address (0x1B): the device's address and whether it is random.
     case leDeviceAddress(LEAddress)
     /// LE Role (0x1C).
-    case leRole(LERole)
+    case leRole(AdvertisedLERole)
     /// URI (0x24).
     case uri(AdvertisedURI)
     /// LE Supported Features (0x27): the Link Layer feature bit mask, least significant octet
@@ -112,7 +112,7 @@ public enum AdvertisingElement: Hashable, Sendable {
             guard data.count == 7, let address = try? reader.address(), let kind = try? reader.u8(), kind <= 1 else { return nil }
             return .leDeviceAddress(LEAddress(kind == 1 ? .randomDevice : .publicDevice, address))
         case .leRole:
-            guard data.count == 1, let role = LERole(rawValue: data[0]) else { return nil }
+            guard data.count == 1, let role = AdvertisedLERole(rawValue: data[0]) else { return nil }
             return .leRole(role)
         case .uri:
             return AdvertisedURI(bytes: data).map { .uri($0) }

@@ -80,7 +80,7 @@ public struct ManufacturerData: Hashable, Sendable {
 }
 
 /// The LE Role AD type (CSS Part A §1.17).
-public enum LERole: UInt8, Hashable, Sendable {
+public enum AdvertisedLERole: UInt8, Hashable, Sendable {
     case peripheralOnly = 0x00
     case centralOnly = 0x01
     case peripheralAndCentralPreferPeripheral = 0x02

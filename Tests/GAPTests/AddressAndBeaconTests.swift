@@ -2,7 +2,7 @@ import AssignedNumbers
 import HCI
 import LECrypto
 import Testing
-import VirtualController
+import Scheduling
 @testable import GAP
 
 @Suite struct AddressKindTests {

@@ -1,7 +1,7 @@
 import AssignedNumbers
 import ByteCoding
 import Testing
-import VirtualController
+import Scheduling
 @testable import GAP
 
 /// Seeded random and mutated payloads: decoding never traps, keeps exactly the well-formed
