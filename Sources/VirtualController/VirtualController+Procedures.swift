@@ -19,6 +19,11 @@ extension VirtualController {
             teardown(connection, reason: HCIStatus(code))
 
         case .connectionUpdateInd(_, _, let interval, let latency, let timeout, _):
+            // Only the central sends it, and only with parameters in range (Vol 6 Part B
+            // §5.1.1): anything else is ignored rather than applied (an interval of 0 would
+            // stall the connection event timer).
+            guard connection.role == .peripheral,
+                  validConnectionParameters(intervalMin: interval, intervalMax: interval, latency: latency, timeout: timeout) else { return }
             atInstant(connection) { [weak self, weak connection] in
                 guard let self, let connection else { return }
                 self.applyConnectionUpdate(connection, interval: interval, latency: latency, timeout: timeout, status: .success)
