@@ -130,16 +130,20 @@ extension VirtualController {
             reportEncryption(connection, status: .success)
             pump(connection)
         case .pauseEncReq:
+            // Encryption pause (Vol 6 Part B §5.1.3.2): the peripheral answers still encrypted,
+            // then expects the central's unencrypted LL_PAUSE_ENC_RSP.
             guard connection.role == .peripheral else { return }
             connection.encryptionInProgress = true
             connection.refreshingKey = true
+            connection.rxEncrypted = false
+            queueControl(connection, .pauseEncRsp)
+        case .pauseEncRsp where connection.role == .peripheral:
+            connection.txEncrypted = false
+        case .pauseEncRsp:
+            guard connection.refreshingKey else { return }
             connection.txEncrypted = false
             connection.rxEncrypted = false
             queueControl(connection, .pauseEncRsp)
-        case .pauseEncRsp:
-            guard connection.role == .central else { return }
-            connection.txEncrypted = false
-            connection.rxEncrypted = false
             connection.skdm = radio.randomUInt64()
             connection.ivm = UInt32(truncatingIfNeeded: radio.randomUInt64())
             queueControl(connection, .encReq(rand: connection.pendingRand, ediv: connection.pendingEDIV,
