@@ -192,12 +192,10 @@ extension VirtualController {
         guard !connection.terminating else { return commandStatus(opcode, .commandDisallowed) }
         commandStatus(opcode, .success)
         connection.terminating = true
-        if radio.isLinkReachable(connection.accessAddress) {
-            queueControl(connection, .terminateInd(errorCode: c.reason.rawValue))
-        } else {
-            // Nobody can hear the LL_TERMINATE_IND: the procedure ends by timeout.
-            armSupervision(connection)
-        }
+        // Queued even when the peer is out of reach: it goes out if the peer comes back before
+        // the supervision timer ends the procedure.
+        queueControl(connection, .terminateInd(errorCode: c.reason.rawValue))
+        if !radio.isLinkReachable(connection.accessAddress) { armSupervision(connection) }
     }
 
     // MARK: Connection parameters
