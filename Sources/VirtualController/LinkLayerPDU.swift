@@ -169,10 +169,21 @@ public enum LLControlPDU: Hashable, Sendable {
     case phyRsp(txPhys: UInt8, rxPhys: UInt8)
     case phyUpdateInd(centralToPeripheral: UInt8, peripheralToCentral: UInt8, instant: UInt16)
 
+    /// CtrData of LL_CONNECTION_PARAM_REQ/RSP (Vol 6 Part B §2.4.2.16), 23 octets.
     public struct ConnectionParameters: Hashable, Sendable {
         public var intervalMin: UInt16, intervalMax: UInt16, latency: UInt16, timeout: UInt16
-        public init(intervalMin: UInt16, intervalMax: UInt16, latency: UInt16, timeout: UInt16) {
+        /// In connection intervals; 0: no preference.
+        public var preferredPeriodicity: UInt8
+        public var referenceConnEventCount: UInt16
+        /// Offset0–Offset5 in 1.25 ms units; 0xFFFF: not valid. Always six on the air.
+        public var offsets: [UInt16]
+        public init(intervalMin: UInt16, intervalMax: UInt16, latency: UInt16, timeout: UInt16,
+                    preferredPeriodicity: UInt8 = 0, referenceConnEventCount: UInt16 = 0,
+                    offsets: [UInt16] = [UInt16](repeating: 0xFFFF, count: 6)) {
             self.intervalMin = intervalMin; self.intervalMax = intervalMax; self.latency = latency; self.timeout = timeout
+            self.preferredPeriodicity = preferredPeriodicity
+            self.referenceConnEventCount = referenceConnEventCount
+            self.offsets = offsets
         }
     }
 
@@ -227,9 +238,8 @@ public enum LLControlPDU: Hashable, Sendable {
         case .versionInd(let v, let c, let s): w.u8(v); w.u16(c); w.u16(s)
         case .connectionParamReq(let p), .connectionParamRsp(let p):
             w.u16(p.intervalMin); w.u16(p.intervalMax); w.u16(p.latency); w.u16(p.timeout)
-            w.u8(0)          // PreferredPeriodicity: none
-            w.u16(0)         // ReferenceConnEventCount
-            for _ in 0..<6 { w.u16(0xFFFF) }  // Offset0–5: none valid
+            w.u8(p.preferredPeriodicity); w.u16(p.referenceConnEventCount)
+            for i in 0..<6 { w.u16(i < p.offsets.count ? p.offsets[i] : 0xFFFF) }
         case .rejectExtInd(let op, let e): w.u8(op); w.u8(e)
         case .lengthReq(let d), .lengthRsp(let d):
             w.u16(d.maxRxOctets); w.u16(d.maxRxTime); w.u16(d.maxTxOctets); w.u16(d.maxTxTime)
@@ -243,9 +253,9 @@ public enum LLControlPDU: Hashable, Sendable {
         var r = ByteReader(bytes, context: "LL control PDU")
         let opcode = try r.u8()
         func params() throws -> ConnectionParameters {
-            let p = ConnectionParameters(intervalMin: try r.u16(), intervalMax: try r.u16(), latency: try r.u16(), timeout: try r.u16())
-            try r.skip(1 + 2 + 12)
-            return p
+            ConnectionParameters(intervalMin: try r.u16(), intervalMax: try r.u16(), latency: try r.u16(), timeout: try r.u16(),
+                                 preferredPeriodicity: try r.u8(), referenceConnEventCount: try r.u16(),
+                                 offsets: try (0..<6).map { _ in try r.u16() })
         }
         func length() throws -> DataLength {
             DataLength(maxRxOctets: try r.u16(), maxRxTime: try r.u16(), maxTxOctets: try r.u16(), maxTxTime: try r.u16())
@@ -328,7 +338,8 @@ public struct DataPDU: Hashable, Sendable {
         var length = Int(try r.u8())
         guard r.remaining == length else { throw DecodeError("data PDU: length \(length) but \(r.remaining) bytes") }
         if encrypted && length > 0 {
-            guard length >= 4 else { throw DecodeError("data PDU: no room for MIC") }
+            // A MIC follows every non-empty payload, so an encrypted PDU is 0 or at least 5 octets.
+            guard length > 4 else { throw DecodeError("data PDU: no room for MIC") }
             length -= 4
             payload = try r.bytes(length)
             mic = try r.u32()
@@ -336,5 +347,6 @@ public struct DataPDU: Hashable, Sendable {
             payload = try r.bytes(length)
             mic = nil
         }
+        guard payload.count <= 251 else { throw DecodeError("data PDU: payload longer than 251 octets") }
     }
 }

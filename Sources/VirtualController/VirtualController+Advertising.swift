@@ -123,6 +123,7 @@ extension VirtualController {
             }
             radio.transmit(.scanRsp(advA: own, data: advertising.scanResponseData), from: radioID, to: sender)
         case .connectInd(let initA, _, let ll):
+            guard isValid(ll) else { log?("ignoring CONNECT_IND with invalid LLData \(ll)"); return }
             switch p.advertisingType {
             case .advInd:
                 if p.advertisingFilterPolicy == .filterConnectionRequests || p.advertisingFilterPolicy == .filterBoth {
@@ -139,6 +140,14 @@ extension VirtualController {
         default:
             break
         }
+    }
+
+    /// LLData within the ranges of Vol 6 Part B §2.3.3.1: an advertiser does not enter a
+    /// connection it could not keep.
+    func isValid(_ ll: ConnectLLData) -> Bool {
+        guard (1...min(8, max(1, Int(ll.interval) - 1))).contains(Int(ll.windowSize)), ll.windowOffset <= ll.interval,
+              (5...16).contains(ll.hop), (ll.channelMap & 0x1F_FFFF_FFFF).nonzeroBitCount >= 2 else { return false }
+        return validConnectionParameters(intervalMin: ll.interval, intervalMax: ll.interval, latency: ll.latency, timeout: ll.timeout)
     }
 
     // MARK: Scanning

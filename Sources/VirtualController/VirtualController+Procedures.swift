@@ -19,6 +19,11 @@ extension VirtualController {
             teardown(connection, reason: HCIStatus(code))
 
         case .connectionUpdateInd(_, _, let interval, let latency, let timeout, _):
+            // Only the central sends it, and only with parameters in range (Vol 6 Part B
+            // §5.1.1): anything else is ignored rather than applied (an interval of 0 would
+            // stall the connection event timer).
+            guard connection.role == .peripheral,
+                  validConnectionParameters(intervalMin: interval, intervalMax: interval, latency: latency, timeout: timeout) else { return }
             atInstant(connection) { [weak self, weak connection] in
                 guard let self, let connection else { return }
                 self.applyConnectionUpdate(connection, interval: interval, latency: latency, timeout: timeout, status: .success)
@@ -125,16 +130,20 @@ extension VirtualController {
             reportEncryption(connection, status: .success)
             pump(connection)
         case .pauseEncReq:
+            // Encryption pause (Vol 6 Part B §5.1.3.2): the peripheral answers still encrypted,
+            // then expects the central's unencrypted LL_PAUSE_ENC_RSP.
             guard connection.role == .peripheral else { return }
             connection.encryptionInProgress = true
             connection.refreshingKey = true
+            connection.rxEncrypted = false
+            queueControl(connection, .pauseEncRsp)
+        case .pauseEncRsp where connection.role == .peripheral:
+            connection.txEncrypted = false
+        case .pauseEncRsp:
+            guard connection.refreshingKey else { return }
             connection.txEncrypted = false
             connection.rxEncrypted = false
             queueControl(connection, .pauseEncRsp)
-        case .pauseEncRsp:
-            guard connection.role == .central else { return }
-            connection.txEncrypted = false
-            connection.rxEncrypted = false
             connection.skdm = radio.randomUInt64()
             connection.ivm = UInt32(truncatingIfNeeded: radio.randomUInt64())
             queueControl(connection, .encReq(rand: connection.pendingRand, ediv: connection.pendingEDIV,
@@ -183,12 +192,10 @@ extension VirtualController {
         guard !connection.terminating else { return commandStatus(opcode, .commandDisallowed) }
         commandStatus(opcode, .success)
         connection.terminating = true
-        if radio.isLinkReachable(connection.accessAddress) {
-            queueControl(connection, .terminateInd(errorCode: c.reason.rawValue))
-        } else {
-            // Nobody can hear the LL_TERMINATE_IND: the procedure ends by timeout.
-            armSupervision(connection)
-        }
+        // Queued even when the peer is out of reach: it goes out if the peer comes back before
+        // the supervision timer ends the procedure.
+        queueControl(connection, .terminateInd(errorCode: c.reason.rawValue))
+        if !radio.isLinkReachable(connection.accessAddress) { armSupervision(connection) }
     }
 
     // MARK: Connection parameters

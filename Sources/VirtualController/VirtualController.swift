@@ -196,7 +196,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         defaultAllPhys = 0
         defaultTxPhys = 0b111
         defaultRxPhys = 0b111
-        for connection in connections.values { abandon(connection) }
+        for handle in connections.keys.sorted() { if let connection = connections[handle] { abandon(connection) } }
         connections = [:]
         handlesByAccessAddress = [:]
         freeACLBuffers = Int(configuration.totalACLDataPackets)

@@ -33,6 +33,10 @@ public final class VirtualRadio: @unchecked Sendable {
     }
 
     private var devices: [RadioDeviceID: Entry] = [:]
+    /// Device identifiers in attachment order. Dictionaries iterate in an order that differs
+    /// between instances, so everything that visits several devices or links goes in this
+    /// order (or sorted) to keep a seeded run the same every time.
+    private var deviceOrder: [RadioDeviceID] = []
     private var nextID: RadioDeviceID = 1
     /// Connections by access address: the two devices in them and whether they can hear each other.
     private var links: [UInt32: (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)] = [:]
@@ -55,12 +59,16 @@ public final class VirtualRadio: @unchecked Sendable {
         let id = nextID
         nextID += 1
         devices[id] = Entry(device: device, position: position, txPowerOffset: 0, poweredOn: true)
+        deviceOrder.append(id)
         return id
     }
 
     public func detach(_ id: RadioDeviceID) {
         devices[id] = nil
-        for (aa, link) in links where link.a == id || link.b == id { linkLost(aa, notifyingExcept: id) }
+        deviceOrder.removeAll { $0 == id }
+        for aa in links.keys.sorted() {
+            if let link = links[aa], link.a == id || link.b == id { linkLost(aa, notifyingExcept: id) }
+        }
     }
 
     public func position(of id: RadioDeviceID) -> RadioPosition? { devices[id]?.position }
@@ -108,8 +116,8 @@ public final class VirtualRadio: @unchecked Sendable {
         guard devices[sender]?.poweredOn == true else { return 0 }
         advertisingPDUsSent += 1
         let air = airTime == .timed ? LEPHY.le1M.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
-        for (id, entry) in devices where id != sender {
-            guard let device = entry.device, let rssi = rssi(from: sender, to: id) else { continue }
+        for id in deviceOrder where id != sender {
+            guard let device = devices[id]?.device, let rssi = rssi(from: sender, to: id) else { continue }
             deliver(after: air) { device.radioDidReceive(pdu, rssi: rssi, from: sender) }
         }
         return air
@@ -169,12 +177,14 @@ public final class VirtualRadio: @unchecked Sendable {
     func randomInt(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
 
     private func reevaluateLinks() {
-        for (aa, link) in links {
+        for aa in links.keys.sorted() {
+            guard let link = links[aa] else { continue }
             let now = inRange(link.a, link.b)
             guard now != link.reachable else { continue }
             links[aa]?.reachable = now
+            // Both ends hear of it, a powered-off one too: its link layer runs on and must time out.
             for id in [link.a, link.b] {
-                if let device = devices[id]?.device, devices[id]?.poweredOn == true {
+                if let device = devices[id]?.device {
                     loop.execute { device.radioLink(aa, reachable: now) }
                 }
             }

@@ -22,7 +22,8 @@ final class RawHost: HCIPacketSink, @unchecked Sendable {
 
     func receive(_ packet: HCIPacket) {
         switch packet {
-        case .event(let e): events.append(try! HCIEvent(decoding: e))
+        case .event(let e):
+            do { events.append(try HCIEvent(decoding: e)) } catch { Issue.record("controller sent an undecodable event: \(error)") }
         case .acl(let a): acl.append(a)
         default: Issue.record("unexpected packet from controller: \(packet)")
         }
