@@ -419,7 +419,7 @@ extension VirtualController {
             // High duty cycle directed advertising also ends its connection attempt (§7.8.56).
             if set.isHighDutyDirected {
                 self.sendConnectionComplete(status: .advertisingTimeout, handle: 0, role: .peripheral, peer: set.peer,
-                                            interval: 0, latency: 0, timeout: 0)
+                                            interval: 0, latency: 0, timeout: 0, advertisingHandle: handle)
             }
             self.terminateAdvertisingSet(handle, status: .advertisingTimeout)
         }

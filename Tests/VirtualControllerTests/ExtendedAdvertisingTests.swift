@@ -307,6 +307,24 @@ struct ExtendedAdvertisingTests {
         enable(d.a, [.init(advertisingHandle: 1)])
     }
 
+    @Test func highDutyDirectedLegacySetTimesOut() throws {
+        let d = TwoDevices()
+        #expect(d.a.returning(LESetExtendedAdvertisingParameters(
+            advertisingEventProperties: [.legacy, .connectable, .directed, .highDutyDirected],
+            peerAddress: TwoDevices.addressB))?.status == .success)
+        // High duty cycle: a Duration of at most 1.28 s, and not 0.
+        #expect(d.a.status(LESetExtendedAdvertisingEnable(enable: true, sets: [.init(advertisingHandle: 0)])) == .invalidHCICommandParameters)
+        enable(d.a, [.init(advertisingHandle: 0, duration: 50)])
+        d.loop.run(for: .milliseconds(600))
+        let events = d.a.takeLEEvents()
+        try #require(events.count == 2)
+        guard case .enhancedConnectionComplete(let c) = events[0], case .advertisingSetTerminated(let t) = events[1] else {
+            Issue.record("\(events)"); return
+        }
+        #expect(c.status == .advertisingTimeout && c.peerAddress == TwoDevices.addressB)
+        #expect(t.status == .advertisingTimeout && t.advertisingHandle == 0)
+    }
+
     func connectExtended(_ d: TwoDevices, secondaryPHY: LEPHY, legacyAdvertiser: Bool = false)
         -> (central: LEMetaEvent?, peripheral: [LEMetaEvent]) {
         if legacyAdvertiser {
