@@ -97,13 +97,7 @@ extension VirtualController {
                                    interval: 0, latency: 0, timeout: 0)
             return
         }
-        let pdu: AdvertisingPDU = switch p.advertisingType {
-        case .advInd: .advInd(advA: own, data: advertising.data)
-        case .advDirectIndHighDuty, .advDirectIndLowDuty: .advDirectInd(advA: own, targetA: peer)
-        case .advScanInd: .advScanInd(advA: own, data: advertising.data)
-        case .advNonconnInd: .advNonconnInd(advA: own, data: advertising.data)
-        }
-        radio.transmit(pdu, from: radioID)
+        radio.transmit(Self.legacyAdvertisingPDU(p.advertisingType, own: own, peer: peer, data: advertising.data), from: radioID)
         // advInterval plus the 0–10 ms advDelay (Vol 6 Part B §4.4.2.2.1).
         let next: Duration = p.advertisingType == .advDirectIndHighDuty
             ? .microseconds(3750)
@@ -182,11 +176,8 @@ extension VirtualController {
 
     /// Whether the scanner's receiver is on now: it listens `window` out of every `interval`.
     private var scanWindowOpen: Bool {
-        let p = scanning.parameters
-        guard p.leScanWindow < p.leScanInterval else { return true }
-        let intervalNs = Int64(p.leScanInterval) * 625_000
-        let elapsed = (loop.now.nanoseconds - scanning.startedAt.nanoseconds) % intervalNs
-        return elapsed < Int64(p.leScanWindow) * 625_000
+        Self.scanWindowOpen(interval: scanning.parameters.leScanInterval, window: scanning.parameters.leScanWindow,
+                            since: scanning.startedAt, now: loop.now)
     }
 
     func scannerReceived(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) {
@@ -297,6 +288,7 @@ extension VirtualController {
     // MARK: Radio callbacks
 
     public func radioDidReceive(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) {
+        if extended.family == .extended { return extendedFamilyReceived(pdu, rssi: rssi, from: sender) }
         switch pdu {
         case .scanReq, .connectInd:
             advertiserReceived(pdu, from: sender)
@@ -306,14 +298,15 @@ extension VirtualController {
         }
     }
 
+    /// `advertisingHandle`: the advertising set a peripheral's connection came from (v2 only).
     func sendConnectionComplete(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
-                                interval: UInt16, latency: UInt16, timeout: UInt16) {
+                                interval: UInt16, latency: UInt16, timeout: UInt16, advertisingHandle: UInt8 = 0xFF) {
         if isLEEventEnabled(LEEnhancedConnectionCompleteV2.subeventCode) {
             sendLEEvent(LEEnhancedConnectionCompleteV2(
                 status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,
                 peerAddress: peer.address, localResolvablePrivateAddress: .zero, peerResolvablePrivateAddress: .zero,
                 connectionInterval: interval, peripheralLatency: latency, supervisionTimeout: timeout,
-                centralClockAccuracy: 0, advertisingHandle: 0xFF, syncHandle: 0xFFFF))
+                centralClockAccuracy: 0, advertisingHandle: advertisingHandle, syncHandle: 0xFFFF))
         } else if isLEEventEnabled(LEEnhancedConnectionComplete.subeventCode) {
             sendLEEvent(LEEnhancedConnectionComplete(
                 status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,

@@ -12,7 +12,7 @@ extension VirtualController {
     static let leFeatures: LEFeatures = [
         .leEncryption, .connectionParametersRequest, .extendedRejectIndication,
         .peripheralInitiatedFeaturesExchange, .lePing, .leDataPacketLengthExtension, .llPrivacy,
-        .le2MPHY, .leCodedPHY,
+        .le2MPHY, .leCodedPHY, .leExtendedAdvertising,
     ]
 
     /// The commands answered here, marked in Read Local Supported Commands.
@@ -35,7 +35,7 @@ extension VirtualController {
         LEReadResolvingListSize.opcode, LESetAddressResolutionEnable.opcode,
         LESetResolvablePrivateAddressTimeout.opcode, LEReadMaximumDataLength.opcode, LEReadPHY.opcode,
         LESetDefaultPHY.opcode, LESetPHY.opcode,
-    ]
+    ] + extendedAdvertisingOpcodes
 
     /// Decodes a command, answering Invalid HCI Command Parameters when it is malformed.
     func decode<C: HCICommand>(_: C.Type, _ packet: HCICommandPacket) -> C? {
@@ -66,6 +66,8 @@ extension VirtualController {
     }
 
     func handleCommand(_ packet: HCICommandPacket) {
+        // Extended advertising/scanning/initiating, and the legacy-or-extended rule.
+        if handleAdvertisingFamilyCommand(packet) { return }
         switch packet.opcode {
         // Controller & baseband, informational, status.
         case Reset.opcode:
@@ -344,6 +346,7 @@ extension VirtualController {
             || (scanning.enabled && (scanning.parameters.scanningFilterPolicy == .basicFiltered
                 || scanning.parameters.scanningFilterPolicy == .extendedFiltered))
             || initiating?.initiatorFilterPolicy == .filterAcceptList
+            || advertisingSetsUseFilterAcceptList
     }
 
     var addressResolutionInUse: Bool {

@@ -16,11 +16,14 @@ extension VirtualController {
     }
 
     /// The advertiser side: a CONNECT_IND was accepted.
-    func acceptConnection(from initiator: LEAddress, peerDevice: RadioDeviceID, llData: ConnectLLData) {
-        establishConnection(role: .peripheral, peer: initiator, peerDevice: peerDevice, llData: llData)
+    func acceptConnection(from initiator: LEAddress, peerDevice: RadioDeviceID, llData: ConnectLLData,
+                          advertisingHandle: UInt8 = 0xFF) {
+        establishConnection(role: .peripheral, peer: initiator, peerDevice: peerDevice, llData: llData,
+                            advertisingHandle: advertisingHandle)
     }
 
-    func establishConnection(role: LERole, peer: LEAddress, peerDevice: RadioDeviceID, llData: ConnectLLData) {
+    func establishConnection(role: LERole, peer: LEAddress, peerDevice: RadioDeviceID, llData: ConnectLLData,
+                             advertisingHandle: UInt8 = 0xFF) {
         let connection = Connection(handle: allocateHandle(), role: role, peer: peer, peerDevice: peerDevice, llData: llData)
         connection.preferredMaxTxOctets = suggestedMaxTxOctets
         connection.txPHYPreference = defaultAllPhys & 0b01 != 0 ? 0b111 : defaultTxPhys
@@ -28,7 +31,8 @@ extension VirtualController {
         connections[connection.handle] = connection
         handlesByAccessAddress[connection.accessAddress] = connection.handle
         sendConnectionComplete(status: .success, handle: connection.handle, role: role, peer: peer,
-                               interval: llData.interval, latency: llData.latency, timeout: llData.timeout)
+                               interval: llData.interval, latency: llData.latency, timeout: llData.timeout,
+                               advertisingHandle: advertisingHandle)
         switch role {
         case .central:
             // Without a packet from the peripheral within six intervals the connection failed to

@@ -59,6 +59,8 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     var freeACLBuffers: Int
     var completedPackets: [ConnectionHandle: UInt16] = [:]
     var completedFlushScheduled = false
+    /// Extended advertising sets, scanning and initiating (VirtualController+Extended*.swift).
+    var extended = ExtendedAdvertisingState()
 
     struct ResolvingListEntry: Equatable {
         var peer: LEAddress
@@ -187,6 +189,8 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         scanning.timer?.cancel()
         scanning = ScanningState()
         initiating = nil
+        extended.cancelTimers()
+        extended = ExtendedAdvertisingState()
         filterAcceptList = []
         resolvingList = []
         addressResolutionEnabled = false

@@ -12,6 +12,14 @@ public protocol RadioDevice: AnyObject, Sendable {
     func radioDidReceive(_ pdu: DataPDU, accessAddress: UInt32, rssi: Int8)
     /// The other end of a connection went out of reach (powered off, out of range) or came back.
     func radioLink(_ accessAddress: UInt32, reachable: Bool)
+    /// An extended advertising PDU was heard on `phy` (ADV_EXT_IND on the primary channels,
+    /// the AUX_* PDUs on the secondary ones).
+    func radioDidReceive(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, rssi: Int8, from sender: RadioDeviceID)
+}
+
+extension RadioDevice {
+    /// Devices without extended advertising hear nothing of it.
+    public func radioDidReceive(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, rssi: Int8, from sender: RadioDeviceID) {}
 }
 
 /// The air between virtual controllers: positions, path loss, range, air time and routing.
@@ -132,6 +140,22 @@ public final class VirtualRadio: @unchecked Sendable {
         advertisingPDUsSent += 1
         let air = airTime == .timed ? LEPHY.le1M.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
         deliver(after: air) { device.radioDidReceive(pdu, rssi: rssi, from: sender) }
+        return air
+    }
+
+    /// Sends an extended advertising PDU on `phy`: to one device (AUX_SCAN_REQ/RSP,
+    /// AUX_CONNECT_REQ/RSP) or, with no receiver, to every device that can hear it. Returns the
+    /// air time in nanoseconds (0 in instant mode).
+    @discardableResult
+    public func transmit(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, from sender: RadioDeviceID,
+                         to receiver: RadioDeviceID? = nil) -> Int64 {
+        guard devices[sender]?.poweredOn == true else { return 0 }
+        advertisingPDUsSent += 1
+        let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
+        for (id, entry) in devices where id != sender && (receiver == nil || receiver == id) {
+            guard let device = entry.device, let rssi = rssi(from: sender, to: id) else { continue }
+            deliver(after: air) { device.radioDidReceive(pdu, phy: phy, rssi: rssi, from: sender) }
+        }
         return air
     }
 

@@ -23,11 +23,14 @@ struct ControllerCommandTests {
         let commands = try #require(h.returning(ReadLocalSupportedCommands()))
         #expect(SupportedCommandsTable.isSupported(LESetAdvertisingParameters.opcode, in: commands.supportedCommands))
         #expect(SupportedCommandsTable.isSupported(LEReadBufferSizeV2.opcode, in: commands.supportedCommands))
-        // Extended advertising is not claimed until the controller implements it.
-        #expect(!SupportedCommandsTable.isSupported(HCIOpcode(rawValue: 0x2036), in: commands.supportedCommands))
+        // Extended advertising, scanning and initiating are claimed (0x2035–0x203D, 0x2041–0x2043).
+        for opcode: UInt16 in [0x2035, 0x2036, 0x2037, 0x2038, 0x2039, 0x203A, 0x203B, 0x203C, 0x203D, 0x2041, 0x2042, 0x2043] {
+            #expect(SupportedCommandsTable.isSupported(HCIOpcode(rawValue: opcode), in: commands.supportedCommands))
+        }
         let features = try #require(h.returning(LEReadLocalSupportedFeatures()))
         #expect(features.features.contains(.leEncryption))
         #expect(features.features.contains(.le2MPHY))
+        #expect(features.features.contains(.leExtendedAdvertising))
     }
 
     @Test func unknownCommandAlwaysAnswered() throws {

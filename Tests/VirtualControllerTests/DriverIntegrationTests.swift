@@ -122,8 +122,8 @@ struct DriverIntegrationTests {
         #expect(info.hciVersion == 0x0D)
         #expect(info.leFeatures.contains(.leEncryption))
         #expect(info.maxDataLength?.supportedMaxTXOctets == 251)
-        // Only legacy advertising here: the upper layers must pick the legacy commands.
-        #expect(!info.supportsExtendedAdvertising && !info.supportsExtendedScanning)
+        // Extended advertising and scanning are there for the upper layers to use.
+        #expect(info.supportsExtendedAdvertising && info.supportsExtendedScanning)
     }
 
     @Test func scanConnectAndExchangeLargePDUs() throws {
