@@ -1,1 +1,0 @@
-// The ATT PDU codec lands here.
