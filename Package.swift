@@ -72,7 +72,7 @@ let package = Package(
             "HostStack", "L2CAP", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
-        .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding"]),
+        .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding", "Scheduling"]),
         // LECrypto to make resolvable private addresses to classify.
         .testTarget(name: "GAPTests", dependencies: [
             "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "Scheduling",

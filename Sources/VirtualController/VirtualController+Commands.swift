@@ -37,6 +37,18 @@ extension VirtualController {
         LESetDefaultPHY.opcode, LESetPHY.opcode,
     ] + extendedAdvertisingOpcodes
 
+    /// The LE features this controller claims: without extended advertising when configured so.
+    var leFeatures: LEFeatures {
+        configuration.supportsExtendedAdvertising ? Self.leFeatures : Self.leFeatures.subtracting(.leExtendedAdvertising)
+    }
+
+    /// The commands this controller answers and marks as supported.
+    var implementedOpcodes: [HCIOpcode] {
+        configuration.supportsExtendedAdvertising
+            ? Self.implementedOpcodes
+            : Self.implementedOpcodes.filter { !Self.extendedAdvertisingOpcodes.contains($0) }
+    }
+
     /// Decodes a command, answering Invalid HCI Command Parameters when it is malformed.
     func decode<C: HCICommand>(_: C.Type, _ packet: HCICommandPacket) -> C? {
         do {
@@ -90,7 +102,7 @@ extension VirtualController {
         case ReadLocalSupportedCommands.opcode:
             guard decode(ReadLocalSupportedCommands.self, packet) != nil else { return }
             commandComplete(packet.opcode, ReadLocalSupportedCommands.ReturnParameters(
-                status: .success, supportedCommands: SupportedCommandsTable.bitmap(supporting: Self.implementedOpcodes)))
+                status: .success, supportedCommands: SupportedCommandsTable.bitmap(supporting: implementedOpcodes)))
         case ReadLocalSupportedFeatures.opcode:
             guard decode(ReadLocalSupportedFeatures.self, packet) != nil else { return }
             // LMP features: bit 37 "BR/EDR Not Supported", bit 38 "LE Supported (Controller)".
@@ -132,7 +144,7 @@ extension VirtualController {
         case LEReadLocalSupportedFeatures.opcode:
             guard decode(LEReadLocalSupportedFeatures.self, packet) != nil else { return }
             commandComplete(packet.opcode, LEReadLocalSupportedFeatures.ReturnParameters(
-                status: .success, leFeatures: Self.leFeatures.rawValue))
+                status: .success, leFeatures: leFeatures.rawValue))
         case LEReadSupportedStates.opcode:
             guard decode(LEReadSupportedStates.self, packet) != nil else { return }
             commandComplete(packet.opcode, LEReadSupportedStates.ReturnParameters(status: .success, leStates: 0x3FF_FFFF_FFFF))

@@ -111,6 +111,14 @@ extension VirtualController {
     /// family rule forbids. Returns false for commands left to `handleCommand`.
     func handleAdvertisingFamilyCommand(_ packet: HCICommandPacket) -> Bool {
         let opcode = packet.opcode
+        // A controller built without extended advertising doesn't know these commands.
+        if !configuration.supportsExtendedAdvertising && Self.extendedAdvertisingOpcodes.contains(opcode) { return false }
+        // Malformed parameters are Invalid HCI Command Parameters whatever the family, and they
+        // do not choose one.
+        if Self.legacyAdvertisingOpcodes.contains(opcode) || Self.extendedAdvertisingOpcodes.contains(opcode),
+           let type = HCICommands.type(of: opcode), !parametersDecode(type, packet) {
+            return true
+        }
         if Self.legacyAdvertisingOpcodes.contains(opcode) {
             switch extended.family {
             case .extended:
@@ -186,6 +194,12 @@ extension VirtualController {
             return false
         }
         return true
+    }
+
+    /// Whether the parameters decode; when they don't, the command is answered with Invalid
+    /// HCI Command Parameters.
+    private func parametersDecode<C: HCICommand>(_: C.Type, _ packet: HCICommandPacket) -> Bool {
+        decode(C.self, packet) != nil
     }
 
     /// Command Disallowed, with every return parameter present (zero after the status).

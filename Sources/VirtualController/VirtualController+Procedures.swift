@@ -53,7 +53,7 @@ extension VirtualController {
 
         case .featureReq(let features), .peripheralFeatureReq(let features):
             connection.remoteFeatures = features
-            queueControl(connection, .featureRsp(features: Self.leFeatures.rawValue))
+            queueControl(connection, .featureRsp(features: leFeatures.rawValue))
         case .featureRsp(let features):
             connection.remoteFeatures = features
             if connection.hostWantsRemoteFeatures {
@@ -280,8 +280,8 @@ extension VirtualController {
         }
         connection.hostWantsRemoteFeatures = true
         queueControl(connection, connection.role == .central
-                     ? .featureReq(features: Self.leFeatures.rawValue)
-                     : .peripheralFeatureReq(features: Self.leFeatures.rawValue))
+                     ? .featureReq(features: leFeatures.rawValue)
+                     : .peripheralFeatureReq(features: leFeatures.rawValue))
     }
 
     func readRemoteVersion(_ handle: ConnectionHandle) {

@@ -22,6 +22,9 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         public var resolvingListSize: UInt8 = 16
         /// Num_HCI_Command_Packets in every Command Complete / Status.
         public var commandCredits: UInt8 = 1
+        /// Whether the controller has the extended advertising, scanning and connection commands
+        /// (LE feature bit 12). Without them it behaves like a 4.x controller: legacy only.
+        public var supportsExtendedAdvertising = true
         public init() {}
     }
 

@@ -1,3 +1,4 @@
+import Scheduling
 import ByteCoding
 import Testing
 @testable import ATT

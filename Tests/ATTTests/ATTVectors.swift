@@ -1,3 +1,4 @@
+import Scheduling
 import AssignedNumbers
 import ByteCoding
 import Testing
@@ -121,17 +122,5 @@ let attVectors: [ATTVector] = [
     ])), "23 15 00 01 00 64 18 00 00 00"),
 ]
 
-/// A small deterministic generator (SplitMix64) so fuzz runs are reproducible.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 func bytes(_ hex: String) -> [UInt8] { [UInt8](hex: hex)! }

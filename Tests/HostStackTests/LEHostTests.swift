@@ -38,10 +38,16 @@ struct Pair {
     let p = Recorder()
     static let peripheralAddress = LEAddress(.publicDevice, BluetoothAddress("C0:00:00:00:01:01")!)
 
-    init() throws {
+    /// `extended`: whether the controllers have the extended advertising commands (the host
+    /// then uses them) or are legacy-only.
+    init(extended: Bool = true) throws {
         radio = VirtualRadio(loop: loop, seed: 11)
-        central = LEHost(transport: VirtualController(radio: radio, address: BluetoothAddress("C0:00:00:00:01:02")!).makeHostTransport(), loop: loop)
+        var configuration = VirtualController.Configuration()
+        configuration.supportsExtendedAdvertising = extended
+        central = LEHost(transport: VirtualController(radio: radio, address: BluetoothAddress("C0:00:00:00:01:02")!,
+                                                      configuration: configuration).makeHostTransport(), loop: loop)
         peripheral = LEHost(transport: VirtualController(radio: radio, address: Self.peripheralAddress.address,
+                                                         configuration: configuration,
                                                          position: RadioPosition(x: 3)).makeHostTransport(), loop: loop)
         central.delegate = c
         peripheral.delegate = p
@@ -67,8 +73,9 @@ struct Pair {
 
 @Suite("LE host on the virtual radio")
 struct LEHostTests {
-    @Test func scanSeesAdvertisingAndScanResponse() throws {
-        let pair = try Pair()
+    @Test(arguments: [true, false])
+    func scanSeesAdvertisingAndScanResponse(extended: Bool) throws {
+        let pair = try Pair(extended: extended)
         try pair.run { pair.peripheral.startAdvertising(AdvertisingParameters(
             data: [0x02, 0x01, 0x06, 0x05, 0x09, 0x45, 0x63, 0x68, 0x6F], scanResponse: [0x03, 0x03, 0x0D, 0x18]), completion: $0) }
         try pair.run { pair.central.startScanning(active: true, filterDuplicates: true, completion: $0) }
@@ -87,14 +94,17 @@ struct LEHostTests {
         }
     }
 
-    @Test func connectExchangeOverL2CAPAndDisconnect() throws {
-        let pair = try Pair()
+    @Test(arguments: [true, false])
+    func connectExchangeOverL2CAPAndDisconnect(extended: Bool) throws {
+        let pair = try Pair(extended: extended)
         let (central, peripheral) = try pair.advertiseAndConnect()
         #expect(central.role == .central && peripheral.role == .peripheral)
         #expect(central.peer == Pair.peripheralAddress)
-        #expect(pair.p.stoppedAdvertising == 1)
-        // The data length update the host asks for right after connecting.
+        // The data length update the host asks for right after connecting; advertising stopped
+        // (with extended advertising, LE Advertising Set Terminated follows the connection).
         pair.loop.run(for: .milliseconds(100))
+        #expect(pair.p.stoppedAdvertising == 1)
+        #expect(pair.central.usesExtendedCommands == extended && pair.peripheral.usesExtendedCommands == extended)
         #expect(central.maxTxOctets == 251)
 
         var atPeripheral: [[UInt8]] = []
@@ -125,8 +135,9 @@ struct LEHostTests {
         #expect(pair.central.connections.isEmpty && pair.peripheral.connections.isEmpty)
     }
 
-    @Test func peripheralAsksForNewParameters() throws {
-        let pair = try Pair()
+    @Test(arguments: [true, false])
+    func peripheralAsksForNewParameters(extended: Bool) throws {
+        let pair = try Pair(extended: extended)
         let (central, peripheral) = try pair.advertiseAndConnect()
         let wanted = ConnectionParameters(intervalMin: 0x0030, intervalMax: 0x0030, latency: 2, timeout: 0x0200)
         try pair.run { pair.peripheral.updateParameters(peripheral, wanted, completion: $0) }
@@ -146,8 +157,9 @@ struct LEHostTests {
         #expect(central.interval == 0x0040 && peripheral.interval == 0x0040)
     }
 
-    @Test func encryptionWithTheRightAndWrongKey() throws {
-        let pair = try Pair()
+    @Test(arguments: [true, false])
+    func encryptionWithTheRightAndWrongKey(extended: Bool) throws {
+        let pair = try Pair(extended: extended)
         let (central, peripheral) = try pair.advertiseAndConnect()
         let key = (0..<16).map { UInt8($0) }
         pair.p.key = key
@@ -157,7 +169,7 @@ struct LEHostTests {
         #expect(central.isEncrypted && peripheral.l2cap.securityLevel == .unauthenticatedEncryption)
 
         // A peripheral without the key refuses: PIN or Key Missing, and the link stays up.
-        let other = try Pair()
+        let other = try Pair(extended: extended)
         let (c2, _) = try other.advertiseAndConnect()
         try other.run { other.central.startEncryption(c2, longTermKey: key, rand: 7, ediv: 9, completion: $0) }
         other.loop.run(until: { !other.c.encryption.isEmpty }, timeout: .seconds(1))
@@ -165,8 +177,9 @@ struct LEHostTests {
         #expect(other.c.disconnected.isEmpty)
     }
 
-    @Test func connectingNeverTimesOutButCanBeCancelled() throws {
-        let pair = try Pair()
+    @Test(arguments: [true, false])
+    func connectingNeverTimesOutButCanBeCancelled(extended: Bool) throws {
+        let pair = try Pair(extended: extended)
         let absent = LEAddress(.randomDevice, BluetoothAddress("C3:00:00:00:00:09")!)
         try pair.run { pair.central.connect(to: absent, completion: $0) }
         pair.loop.run(for: .seconds(120))
