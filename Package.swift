@@ -47,8 +47,10 @@ let package = Package(
         .target(name: "HostStack", dependencies: ["HCI", "HCIDriver", "HCITransport", "L2CAP", "Scheduling"]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
-        // The Attribute Protocol (Vol 3 Part F): every PDU, then the bearer.
-        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers"]),
+        // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
+        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers", "L2CAP", "Scheduling"]),
+        // GATT (Vol 3 Part G): the attribute database and server, and the client procedures.
+        .target(name: "GATT", dependencies: ["ByteCoding", "AssignedNumbers", "ATT", "L2CAP", "Scheduling"]),
         // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
         .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
 
@@ -72,7 +74,10 @@ let package = Package(
             "HostStack", "L2CAP", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
-        .testTarget(name: "ATTTests", dependencies: ["ATT", "AssignedNumbers", "ByteCoding", "Scheduling"]),
+        .testTarget(name: "ATTTests", dependencies: [
+            "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
+        ]),
+        .testTarget(name: "GATTTests", dependencies: ["GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling"]),
         // LECrypto to make resolvable private addresses to classify.
         .testTarget(name: "GAPTests", dependencies: [
             "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "Scheduling",

@@ -1,0 +1,1 @@
+// The GATT server and client land here.
