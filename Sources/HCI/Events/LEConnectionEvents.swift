@@ -189,36 +189,31 @@ public struct LEEnhancedConnectionCompleteV2: LEMetaEventParameters, Hashable {
         self.syncHandle = syncHandle
     }
 
+    /// The v1 event with the same fields: v2 is v1 followed by two parameters.
+    var v1: LEEnhancedConnectionComplete {
+        LEEnhancedConnectionComplete(
+            status: status, connectionHandle: connectionHandle, role: role, peerAddressType: peerAddressType,
+            peerAddress: peerAddress, localResolvablePrivateAddress: localResolvablePrivateAddress,
+            peerResolvablePrivateAddress: peerResolvablePrivateAddress, connectionInterval: connectionInterval,
+            peripheralLatency: peripheralLatency, supervisionTimeout: supervisionTimeout,
+            centralClockAccuracy: centralClockAccuracy)
+    }
+
     public func encodeParameters(into writer: inout ByteWriter) {
-        writer.u8(status.rawValue)
-        writer.handle12(connectionHandle)
-        writer.u8(role.rawValue)
-        writer.u8(peerAddressType.rawValue)
-        writer.address(peerAddress)
-        writer.address(localResolvablePrivateAddress)
-        writer.address(peerResolvablePrivateAddress)
-        writer.u16(connectionInterval)
-        writer.u16(peripheralLatency)
-        writer.u16(supervisionTimeout)
-        writer.u8(centralClockAccuracy)
+        v1.encodeParameters(into: &writer)
         writer.u8(advertisingHandle)
         writer.u16(syncHandle)
     }
 
     public init(decodingParameters reader: inout ByteReader) throws {
-        status = HCIStatus(try reader.u8())
-        connectionHandle = try reader.handle12()
-        role = try reader.eventEnum(LERole.self)
-        peerAddressType = try reader.eventEnum(LEAddressType.self)
-        peerAddress = try reader.address()
-        localResolvablePrivateAddress = try reader.address()
-        peerResolvablePrivateAddress = try reader.address()
-        connectionInterval = try reader.u16()
-        peripheralLatency = try reader.u16()
-        supervisionTimeout = try reader.u16()
-        centralClockAccuracy = try reader.u8()
-        advertisingHandle = try reader.u8()
-        syncHandle = try reader.u16()
+        let v1 = try LEEnhancedConnectionComplete(decodingParameters: &reader)
+        self.init(status: v1.status, connectionHandle: v1.connectionHandle, role: v1.role,
+                  peerAddressType: v1.peerAddressType, peerAddress: v1.peerAddress,
+                  localResolvablePrivateAddress: v1.localResolvablePrivateAddress,
+                  peerResolvablePrivateAddress: v1.peerResolvablePrivateAddress,
+                  connectionInterval: v1.connectionInterval, peripheralLatency: v1.peripheralLatency,
+                  supervisionTimeout: v1.supervisionTimeout, centralClockAccuracy: v1.centralClockAccuracy,
+                  advertisingHandle: try reader.u8(), syncHandle: try reader.u16())
     }
 }
 
