@@ -73,6 +73,10 @@ let package = Package(
         .testTarget(name: "HostStackTests", dependencies: [
             "HostStack", "L2CAP", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
         ]),
+        // Against independent stacks (Bumble, RootCanal) from the pinned venv scripts/setup-interop.sh makes.
+        .testTarget(name: "InteropTests", dependencies: [
+            "HostStack", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
+        ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",

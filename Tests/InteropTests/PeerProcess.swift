@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Where the repository and its interop venv are.
+enum Interop {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    static let python = repository.appendingPathComponent(".venv/bin/python").path
+    static let peers = repository.appendingPathComponent("interop/peers")
+
+    /// The venv's Python, or a recorded issue naming the setup step.
+    static func requirePython(sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            Issue.record("the interop tests need Bumble: run `bash scripts/setup-interop.sh` (creates .venv)",
+                         sourceLocation: sourceLocation)
+            throw CancellationError()
+        }
+        return python
+    }
+}
+
+/// A peer program (Python on Bumble) run for one test: its output goes to a log file that is
+/// kept (and printed) when the test fails, and it is killed when the test ends.
+final class PeerProcess: @unchecked Sendable {
+    let process = Process()
+    let logPath: String
+    private let lock = NSLock()
+    private var output = ""
+
+    init(script: String, arguments: [String]) throws {
+        let python = try Interop.requirePython()
+        logPath = temporaryPath("\(script)-\(UUID().uuidString.prefix(8)).log")
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-u", Interop.peers.appendingPathComponent(script).path] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = FileHandle(forWritingAtPath: logPath)
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard !data.isEmpty else { return }
+            log?.write(data)
+            self?.lock.withLock { self?.output += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+    }
+
+    var text: String { lock.withLock { output } }
+
+    /// Waits (real time: this is another process) until the peer printed `line`, or it died.
+    @discardableResult
+    func waitFor(_ line: String, timeout: Duration = .seconds(20)) -> Bool {
+        waitUntil(timeout: timeout) { self.text.contains(line) || !self.process.isRunning } && text.contains(line)
+    }
+
+    /// Stops the peer; records its log as a test issue when `failed`.
+    func stop(failed: Bool = false) {
+        if process.isRunning {
+            // Bumble's asyncio loop can outlive SIGTERM; the peer holds nothing worth a clean exit.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        if failed { Issue.record("peer log \(logPath):\n\(text)") }
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+}
