@@ -135,6 +135,27 @@ struct ATTBearerEndToEndTests {
         #expect(closed == .transactionTimeout && held.count == 1)
     }
 
+    @Test func writeCommandsStopWhenTheControllerQueueFillsAndResumeWhenItDrains() throws {
+        let pair = try ConnectedBearers()
+        let (client, server, _) = try pair.connect()
+        client.maximumQueuedPDUsForUnacknowledged = 2
+        var received: [UInt8] = []
+        server.onCommand = { if case .writeCommand(let w) = $0 { received += w.attributeValue } }
+        var ready = 0
+        client.onReadyToSendCommands = { ready += 1 }
+        // The controller takes 12 PDUs at once; then two wait in the driver, and the next is refused.
+        var accepted: UInt8 = 0
+        while accepted < 100, client.sendCommand(.writeCommand(.init(attributeHandle: 0x0005, attributeValue: [accepted]))) {
+            accepted += 1
+        }
+        #expect(accepted == 14)
+        pair.loop.run(until: { ready > 0 }, timeout: .seconds(2))
+        #expect(ready == 1)
+        #expect(client.sendCommand(.writeCommand(.init(attributeHandle: 0x0005, attributeValue: [accepted]))))
+        pair.loop.run(until: { received.count == Int(accepted) + 1 }, timeout: .seconds(2))
+        #expect(received == Array(0...accepted))
+    }
+
     @Test func captureOfTheBearerExchangeDecodesInTshark() throws {
         let path = temporaryPath("att-bearer.btsnoop")
         defer { try? FileManager.default.removeItem(atPath: path) }
