@@ -80,6 +80,7 @@ let package = Package(
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
+            "HCITransport", "TestSupport",
         ]),
         .testTarget(name: "GATTTests", dependencies: ["GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling"]),
         // LECrypto to make resolvable private addresses to classify.

@@ -133,6 +133,10 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         connection.l2cap.receive(pdu)
     }
 
+    public func driverCanSendMore(handle: ConnectionHandle) {
+        connections[handle]?.l2cap.lowerLayerCanSendMore()
+    }
+
     public func driverDidClose(error: HCITransportError?) {
         for connection in connections.values { connection.l2cap.close() }
         connections = [:]

@@ -88,6 +88,9 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
     public var onReceive: (([UInt8]) -> Void)?
     /// Called when the link goes down.
     public var onClose: (() -> Void)?
+    /// Called when the link's outbound queue drained after PDUs had to wait for controller
+    /// buffers: a user refused by its own bound on `queuedPDUs` may send again.
+    public var onCanSendMore: (() -> Void)?
 
     init(channelID: UInt16, link: L2CAPLink) {
         self.channelID = channelID
@@ -102,6 +105,9 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
 
     /// PDUs waiting for controller buffers on this link (all channels): the back-pressure signal.
     public var queuedPDUs: Int { link.lower?.queuedPDUs(handle: link.handle) ?? 0 }
+
+    /// The link's security level, for permission checks on what arrives on this channel.
+    public var securityLevel: LESecurityLevel { link.securityLevel }
 }
 
 /// L2CAP on one LE-U logical link (Core spec Vol 3 Part A): the fixed channels, LE signalling
@@ -267,6 +273,13 @@ public final class L2CAPLink: @unchecked Sendable {
                 return .failure(.rejected(reason: CommandRejectReason.commandNotUnderstood.rawValue))
             })
         }
+    }
+
+    /// The layer below drained this link's outbound queue: tells the fixed channels' users.
+    public func lowerLayerCanSendMore() {
+        guard isOpen else { return }
+        att.onCanSendMore?()
+        securityManager.onCanSendMore?()
     }
 
     // MARK: Closing

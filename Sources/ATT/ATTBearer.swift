@@ -1,0 +1,585 @@
+import L2CAP
+import Scheduling
+
+/// Why an ATT operation failed.
+public enum ATTBearerError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The server answered the request with an Error Response.
+    case errorResponse(ATTPDU.ErrorResponse)
+    /// No response (or confirmation) within the transaction timeout (Vol 3 Part F §3.3.3). The
+    /// bearer is closed.
+    case timeout
+    /// The link went down.
+    case disconnected
+    /// The bearer was closed by a transaction timeout earlier: nothing more goes over it, and a
+    /// new ATT bearer needs a new link.
+    case bearerClosed
+    /// The peer broke the protocol: a response that does not answer the request, a malformed
+    /// or oversized response.
+    case protocolViolation(String)
+    /// The client exchanges the MTU only once per connection (§3.4.2.1).
+    case mtuAlreadyExchanged
+    /// What was asked to be sent cannot be: not a request, or longer than ATT_MTU.
+    case invalidRequest(String)
+    /// The link refused the PDU (its queue is full, or it is going down).
+    case cannotSend
+
+    public var description: String {
+        switch self {
+        case .errorResponse(let e):
+            "the server answered \(e.requestOpcode.name) with \(e.errorCode) on handle \(e.attributeHandle)"
+        case .timeout: "the peer did not answer within the ATT transaction timeout; the bearer is closed"
+        case .disconnected: "the link is disconnected"
+        case .bearerClosed: "the ATT bearer was closed after a transaction timeout; a new connection is needed"
+        case .protocolViolation(let what): "ATT protocol violation: \(what)"
+        case .mtuAlreadyExchanged: "the ATT MTU was already exchanged on this connection"
+        case .invalidRequest(let what): "cannot send: \(what)"
+        case .cannotSend: "the link cannot send now"
+        }
+    }
+}
+
+/// The Attribute Protocol over one ATT bearer — the LE ATT fixed channel of one connection —
+/// in both roles at once (Core spec Vol 3 Part F §3.3, §3.4):
+///
+/// - **Client**: `request(_:completion:)` queues requests and sends one at a time; commands go
+///   out at once with back-pressure; notifications and indications go to their handlers, and
+///   indications are confirmed after their handler returns.
+/// - **Server**: each request goes to `onRequest` with an `ATTResponder` that answers exactly
+///   once, possibly later; the next request waits meanwhile. Notifications go out at once,
+///   indications one at a time.
+/// - **Rules it enforces**: the MTU exchange (once per direction), Request Not Supported for
+///   unknown requests, Invalid PDU for malformed or oversized ones, unknown commands ignored,
+///   and the 30-second transaction timeout, after which the bearer is closed for good.
+///
+/// Loop-confined: call it on its loop; every handler and completion is called there.
+public final class ATTBearer: @unchecked Sendable {
+    /// Why the bearer closed.
+    public enum CloseReason: Hashable, Sendable {
+        /// A request or indication went unanswered for `transactionTimeout` (§3.3.3). The owner
+        /// should disconnect: a new ATT bearer needs a new link.
+        case transactionTimeout
+        /// The link went down.
+        case disconnected
+    }
+
+    public let loop: EventLoop
+    private weak var channel: (any ATTChannel)?
+    /// Logs what the bearer drops or rejects; nil logs nothing.
+    public var log: (@Sendable (String) -> Void)?
+
+    // MARK: Configuration
+
+    /// The Rx MTU this side offers, as client and as server (the same both ways, §3.4.2.2).
+    /// Values below 23 count as 23.
+    public var preferredMTU = ATTMTU.preferred
+    /// How long a request waits for its response and an indication for its confirmation.
+    public var transactionTimeout: Duration = .seconds(30)
+    /// `sendCommand` and `notify` refuse while the link has this many PDUs waiting for
+    /// controller buffers.
+    public var maximumQueuedPDUsForUnacknowledged = 8
+    /// Requests a misbehaving client may pile up while one is being served; more are dropped.
+    public var maximumWaitingRequests = 8
+
+    // MARK: State
+
+    /// ATT_MTU: 23 until an exchange.
+    public private(set) var mtu = ATTMTU.leDefault
+    /// Called when an exchange changes `mtu`.
+    public var onMTUChanged: ((Int) -> Void)?
+    /// Whether this side sent its Exchange MTU Request.
+    public private(set) var hasRequestedMTUExchange = false
+    /// Whether this side answered the peer's Exchange MTU Request.
+    public private(set) var hasAnsweredMTUExchange = false
+    /// Set once the bearer has closed; nothing is sent or accepted after that.
+    public private(set) var closeReason: CloseReason?
+    public var isOpen: Bool { closeReason == nil }
+    /// Called once when the bearer closes, after every pending operation has failed.
+    public var onClose: ((CloseReason) -> Void)?
+    /// The link's security level, for the server's permission checks.
+    public var securityLevel: LESecurityLevel { channel?.securityLevel ?? .noSecurity }
+
+    // MARK: Client side
+
+    /// A Handle Value Notification: handle, value.
+    public var onNotification: ((ATTHandle, [UInt8]) -> Void)?
+    /// A Multiple Handle Value Notification: its handle/value pairs in order.
+    public var onMultipleNotification: (([(handle: ATTHandle, value: [UInt8])]) -> Void)?
+    /// A Handle Value Indication: handle, value. The bearer confirms it when this returns.
+    public var onIndication: ((ATTHandle, [UInt8]) -> Void)?
+    /// `sendCommand` or `notify` returned false earlier and the link can take more now.
+    public var onReadyToSendCommands: (() -> Void)?
+
+    private struct PendingRequest {
+        var pdu: ATTPDU
+        var completion: (Result<ATTPDU, ATTBearerError>) -> Void
+    }
+    private var waitingRequests = RingBuffer<PendingRequest>()
+    private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
+    private var refusedUnacknowledged = false
+
+    // MARK: Server side
+
+    /// Each request from the peer (except Exchange MTU, which the bearer answers), with the
+    /// responder that must answer it. The next request waits until it has. When nil, requests
+    /// get Request Not Supported.
+    public var onRequest: ((ATTPDU, ATTResponder) -> Void)?
+    /// Each Write Command. (Signed Write Commands are dropped until signing exists.)
+    public var onCommand: ((ATTPDU) -> Void)?
+
+    private var incomingRequests = RingBuffer<[UInt8]>()
+    private var servingRequest: UInt64?
+    private var nextRequestID: UInt64 = 0
+    private var isDispatchingRequests = false
+
+    private struct PendingIndication {
+        var handle: ATTHandle
+        var value: [UInt8]
+        var completion: (Result<Void, ATTBearerError>) -> Void
+    }
+    private var waitingIndications = RingBuffer<PendingIndication>()
+    private var outstandingIndication: (indication: PendingIndication, timer: TimerHandle)?
+
+    /// A bearer on `channel`, which it takes over (its `onReceive`, `onClose`, `onCanSendMore`).
+    /// The channel is held weakly: its link owns it.
+    public init(channel: any ATTChannel, loop: EventLoop) {
+        self.channel = channel
+        self.loop = loop
+        channel.onReceive = { [weak self] in self?.receive($0) }
+        channel.onClose = { [weak self] in self?.shutDown(.disconnected) }
+        channel.onCanSendMore = { [weak self] in self?.channelCanSendMore() }
+    }
+
+    /// The failure of anything tried after the bearer closed.
+    private var closedError: ATTBearerError {
+        closeReason == .transactionTimeout ? .bearerClosed : .disconnected
+    }
+
+    private var ourRxMTU: UInt16 { UInt16(clamping: max(ATTMTU.leDefault, preferredMTU)) }
+
+    // MARK: - Client
+
+    /// Queues a request; it goes out when those before it have been answered (one outstanding
+    /// request per bearer, §3.3.2). Completes with the response — the request's own response
+    /// opcode — or `.errorResponse` when the server answered with an Error Response for it.
+    /// A request longer than ATT_MTU when its turn comes fails with `.invalidRequest`.
+    public func request(_ pdu: ATTPDU, completion: @escaping (Result<ATTPDU, ATTBearerError>) -> Void) {
+        guard isOpen else { return completion(.failure(closedError)) }
+        guard pdu.isRequest else { return completion(.failure(.invalidRequest("\(pdu.opcode.name) is not a request"))) }
+        if case .exchangeMTURequest = pdu {
+            guard !hasRequestedMTUExchange else { return completion(.failure(.mtuAlreadyExchanged)) }
+            hasRequestedMTUExchange = true
+        }
+        waitingRequests.append(PendingRequest(pdu: pdu, completion: completion))
+        sendNextRequest()
+    }
+
+    /// Exchanges the MTU as client, offering `preferredMTU` (once per connection). Completes
+    /// with the new ATT_MTU: the smaller of the two Rx MTUs, never below 23.
+    public func exchangeMTU(completion: @escaping (Result<Int, ATTBearerError>) -> Void) {
+        request(.exchangeMTURequest(.init(clientRxMTU: ourRxMTU))) { [weak self] result in
+            completion(result.map { _ in self?.mtu ?? ATTMTU.leDefault })
+        }
+    }
+
+    /// Sends a Write Command or Signed Write Command now. False when the bearer is closed, the
+    /// PDU is not a command or is longer than ATT_MTU, or the link already has
+    /// `maximumQueuedPDUsForUnacknowledged` PDUs waiting; in that last case
+    /// `onReadyToSendCommands` is called when it can take more.
+    public func sendCommand(_ pdu: ATTPDU) -> Bool {
+        guard isOpen, pdu.isCommand else { return false }
+        let bytes = pdu.encode()
+        guard bytes.count <= mtu else {
+            log?("\(pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); not sent")
+            return false
+        }
+        return sendUnacknowledged(bytes)
+    }
+
+    private func sendNextRequest() {
+        while isOpen, outstandingRequest == nil, let next = waitingRequests.popFirst() {
+            let bytes = next.pdu.encode()
+            guard bytes.count <= mtu else {
+                next.completion(.failure(.invalidRequest("\(next.pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu)")))
+                continue
+            }
+            // Outstanding before the send: a channel may answer synchronously.
+            let timer = loop.schedule(after: transactionTimeout) { [weak self] in self?.requestTimedOut() }
+            outstandingRequest = (next, timer)
+            guard channel?.send(bytes) == true else {
+                timer.cancel()
+                outstandingRequest = nil
+                next.completion(.failure(.cannotSend))
+                continue
+            }
+        }
+    }
+
+    private func requestTimedOut() {
+        guard let request = outstandingRequest?.request else { return }
+        outstandingRequest = nil
+        log?("\(request.pdu.opcode.name) got no response within \(transactionTimeout); bearer closed")
+        shutDown(.transactionTimeout) { request.completion(.failure(.timeout)) }
+    }
+
+    private func receiveResponse(_ bytes: [UInt8], _ opcode: ATTOpcode) {
+        guard let outstanding = outstandingRequest else {
+            log?("protocol violation: \(opcode.name) with no request outstanding; dropped")
+            return
+        }
+        outstanding.timer.cancel()
+        outstandingRequest = nil
+        let request = outstanding.request
+        let result = match(bytes, opcode, to: request.pdu)
+        if case .failure(let error) = result { log?("\(error)") }
+        request.completion(result)
+        sendNextRequest()
+    }
+
+    /// The outcome of `request` given the PDU that arrived while it was outstanding.
+    private func match(_ bytes: [UInt8], _ opcode: ATTOpcode, to request: ATTPDU) -> Result<ATTPDU, ATTBearerError> {
+        guard bytes.count <= mtu else {
+            return .failure(.protocolViolation("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu)"))
+        }
+        let response: ATTPDU
+        do { response = try ATTPDU(decoding: bytes) } catch {
+            return .failure(.protocolViolation("malformed \(opcode.name) answering \(request.opcode.name): \(error)"))
+        }
+        switch response {
+        case .errorResponse(let error) where error.requestOpcode == request.opcode:
+            return .failure(.errorResponse(error))
+        case .errorResponse(let error):
+            return .failure(.protocolViolation("an Error Response for \(error.requestOpcode.name) answers \(request.opcode.name)"))
+        case _ where response.opcode == request.expectedResponseOpcode:
+            if case .exchangeMTURequest(let ours) = request, case .exchangeMTUResponse(let theirs) = response {
+                // Applied on receipt, before anything else is sent (§3.4.2.2).
+                apply(mtu: ATTMTU.negotiated(clientRxMTU: ours.clientRxMTU, serverRxMTU: theirs.serverRxMTU))
+            }
+            return .success(response)
+        default:
+            return .failure(.protocolViolation("\(response.opcode.name) does not answer \(request.opcode.name)"))
+        }
+    }
+
+    private func receiveNotification(_ bytes: [UInt8], _ opcode: ATTOpcode) {
+        guard let pdu = decodeUnanswered(bytes, opcode) else { return }
+        switch pdu {
+        case .handleValueNotification(let n):
+            onNotification?(n.attributeHandle, n.attributeValue)
+        case .multipleHandleValueNotification(let n):
+            onMultipleNotification?(n.handleLengthValueTupleList.map { ($0.attributeHandle, $0.attributeValue) })
+        default: break
+        }
+    }
+
+    private func receiveIndication(_ bytes: [UInt8], _ opcode: ATTOpcode) {
+        guard case .handleValueIndication(let indication)? = decodeUnanswered(bytes, opcode) else { return }
+        onIndication?(indication.attributeHandle, indication.attributeValue)
+        // The handler may have closed the bearer.
+        guard isOpen else { return }
+        if channel?.send(ATTPDU.HandleValueConfirmation().encode()) != true {
+            log?("could not send ATT_HANDLE_VALUE_CFM")
+        }
+    }
+
+    /// Decodes a PDU nobody answers with an error: oversized or malformed ones are dropped.
+    private func decodeUnanswered(_ bytes: [UInt8], _ opcode: ATTOpcode) -> ATTPDU? {
+        guard bytes.count <= mtu else {
+            log?("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); dropped")
+            return nil
+        }
+        do { return try ATTPDU(decoding: bytes) } catch {
+            log?("malformed \(opcode.name) dropped: \(error)")
+            return nil
+        }
+    }
+
+    // MARK: - Server
+
+    /// Sends a Handle Value Notification, its value cut to ATT_MTU − 3. False when the bearer is
+    /// closed or the link's queue is over its bound (then `onReadyToSendCommands` follows).
+    public func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
+        guard isOpen else { return false }
+        let value = Array(value.prefix(ATTMTU.maximumNotificationValueLength(mtu: mtu)))
+        return sendUnacknowledged(ATTPDU.HandleValueNotification(attributeHandle: handle, attributeValue: value).encode())
+    }
+
+    /// Sends a Multiple Handle Value Notification (only to a client that said it supports them).
+    /// False when there are fewer than two values, they do not fit in ATT_MTU (values are never
+    /// cut here), the bearer is closed or the link's queue is over its bound.
+    public func notifyMultiple(_ values: [(handle: ATTHandle, value: [UInt8])]) -> Bool {
+        guard isOpen, values.count >= 2 else { return false }
+        let pdu = ATTPDU.MultipleHandleValueNotification(handleLengthValueTupleList: values.map {
+            .init(attributeHandle: $0.handle, attributeValue: $0.value)
+        })
+        guard pdu.encodedLength <= mtu else {
+            log?("ATT_MULTIPLE_HANDLE_VALUE_NTF of \(pdu.encodedLength) octets exceeds ATT_MTU \(mtu); not sent")
+            return false
+        }
+        return sendUnacknowledged(pdu.encode())
+    }
+
+    /// Queues a Handle Value Indication; it goes out (its value cut to ATT_MTU − 3) when those
+    /// before it are confirmed, one outstanding at a time (§3.3.2). Completes on the client's
+    /// confirmation, or with `.timeout` after `transactionTimeout` (the bearer then closes).
+    public func indicate(handle: ATTHandle, value: [UInt8], completion: @escaping (Result<Void, ATTBearerError>) -> Void) {
+        guard isOpen else { return completion(.failure(closedError)) }
+        waitingIndications.append(PendingIndication(handle: handle, value: value, completion: completion))
+        sendNextIndication()
+    }
+
+    private func sendNextIndication() {
+        while isOpen, outstandingIndication == nil, let next = waitingIndications.popFirst() {
+            let value = Array(next.value.prefix(ATTMTU.maximumNotificationValueLength(mtu: mtu)))
+            let timer = loop.schedule(after: transactionTimeout) { [weak self] in self?.indicationTimedOut() }
+            outstandingIndication = (next, timer)
+            guard channel?.send(ATTPDU.HandleValueIndication(attributeHandle: next.handle, attributeValue: value).encode()) == true else {
+                timer.cancel()
+                outstandingIndication = nil
+                next.completion(.failure(.cannotSend))
+                continue
+            }
+        }
+    }
+
+    private func indicationTimedOut() {
+        guard let indication = outstandingIndication?.indication else { return }
+        outstandingIndication = nil
+        log?("indication of \(indication.handle) not confirmed within \(transactionTimeout); bearer closed")
+        shutDown(.transactionTimeout) { indication.completion(.failure(.timeout)) }
+    }
+
+    private func receiveConfirmation(_ bytes: [UInt8]) {
+        guard bytes.count == 1 else {
+            log?("malformed ATT_HANDLE_VALUE_CFM of \(bytes.count) octets dropped")
+            return
+        }
+        guard let outstanding = outstandingIndication else {
+            log?("protocol violation: ATT_HANDLE_VALUE_CFM with no indication outstanding; dropped")
+            return
+        }
+        outstanding.timer.cancel()
+        outstandingIndication = nil
+        outstanding.indication.completion(.success(()))
+        sendNextIndication()
+    }
+
+    private func receiveCommand(_ bytes: [UInt8], _ opcode: ATTOpcode) {
+        guard let pdu = decodeUnanswered(bytes, opcode) else { return }
+        switch pdu {
+        case .writeCommand: onCommand?(pdu)
+        case .signedWriteCommand: log?("ATT_SIGNED_WRITE_CMD dropped: signing is not supported")
+        default: log?("unknown command \(opcode.name) ignored")
+        }
+    }
+
+    /// A request from the peer: served now, or after the one being served (a client must not
+    /// send it yet, §3.3.2, but one that does is answered in order rather than dropped).
+    private func receiveRequest(_ bytes: [UInt8]) {
+        if servingRequest != nil || !incomingRequests.isEmpty {
+            guard incomingRequests.count < maximumWaitingRequests else {
+                log?("protocol violation: too many requests while one is served; \(ATTOpcode(bytes[0]).name) dropped")
+                return
+            }
+            log?("protocol violation: \(ATTOpcode(bytes[0]).name) before the previous request was answered; it waits")
+        }
+        incomingRequests.append(bytes)
+        serveRequests()
+    }
+
+    private func serveRequests() {
+        // A responder answering inside `onRequest` lands back here: the outer loop goes on.
+        guard !isDispatchingRequests else { return }
+        isDispatchingRequests = true
+        defer { isDispatchingRequests = false }
+        while isOpen, servingRequest == nil, let bytes = incomingRequests.popFirst() { serve(bytes) }
+    }
+
+    private func serve(_ bytes: [UInt8]) {
+        let opcode = ATTOpcode(bytes[0])
+        guard bytes.count <= mtu else {
+            log?("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu): Invalid PDU")
+            return sendError(opcode, .invalidPDU)
+        }
+        let pdu: ATTPDU
+        do { pdu = try ATTPDU(decoding: bytes) } catch {
+            log?("malformed \(opcode.name): \(error)")
+            return sendError(opcode, .invalidPDU)
+        }
+        switch pdu {
+        case .unknown:
+            sendError(opcode, .requestNotSupported)
+        case .exchangeMTURequest(let request):
+            answerExchangeMTU(request)
+        default:
+            guard let onRequest else { return sendError(opcode, .requestNotSupported) }
+            nextRequestID &+= 1
+            servingRequest = nextRequestID
+            onRequest(pdu, ATTResponder(request: pdu, id: nextRequestID, bearer: self))
+        }
+    }
+
+    /// The server answers the first Exchange MTU Request with its Rx MTU and applies the new
+    /// ATT_MTU after sending. The client may send it only once per connection (§3.4.2.1) and
+    /// the spec gives a second one no meaning: it gets Request Not Supported, and ATT_MTU stays
+    /// what both sides already use.
+    private func answerExchangeMTU(_ request: ATTPDU.ExchangeMTURequest) {
+        guard !hasAnsweredMTUExchange else {
+            log?("a second ATT_EXCHANGE_MTU_REQ: Request Not Supported")
+            return sendError(.exchangeMTURequest, .requestNotSupported)
+        }
+        hasAnsweredMTUExchange = true
+        send(.exchangeMTUResponse(.init(serverRxMTU: ourRxMTU)))
+        apply(mtu: ATTMTU.negotiated(clientRxMTU: request.clientRxMTU, serverRxMTU: ourRxMTU))
+    }
+
+    private func sendError(_ opcode: ATTOpcode, _ code: ATTErrorCode, handle: ATTHandle = .invalid) {
+        send(.errorResponse(.init(requestOpcode: opcode, attributeHandle: handle, errorCode: code)))
+    }
+
+    /// The responder `id` answered `request` with `response`.
+    fileprivate func finishServing(_ id: UInt64, request: ATTPDU, response: ATTPDU) {
+        guard isOpen, servingRequest == id else { return }
+        servingRequest = nil
+        var bytes = response.encode()
+        if response.opcode != .errorResponse && response.opcode != request.expectedResponseOpcode {
+            log?("\(response.opcode.name) cannot answer \(request.opcode.name): Unlikely Error sent instead")
+            bytes = ATTPDU.ErrorResponse(requestOpcode: request.opcode, attributeHandle: .invalid,
+                                         errorCode: .unlikelyError).encode()
+        } else if bytes.count > mtu {
+            switch response {
+            case .readResponse, .readBlobResponse, .readMultipleResponse, .readMultipleVariableResponse:
+                // Their values are cut to what fits (§3.4.4.4, §3.4.4.6, §3.4.4.8, §3.4.4.10).
+                bytes = Array(bytes.prefix(mtu))
+            default:
+                log?("\(response.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu): Unlikely Error sent instead")
+                bytes = ATTPDU.ErrorResponse(requestOpcode: request.opcode, attributeHandle: .invalid,
+                                             errorCode: .unlikelyError).encode()
+            }
+        }
+        if channel?.send(bytes) != true { log?("could not send \(ATTOpcode(bytes[0]).name)") }
+        serveRequests()
+    }
+
+    // MARK: - Both
+
+    private func receive(_ bytes: [UInt8]) {
+        guard isOpen, let first = bytes.first else { return }
+        let opcode = ATTOpcode(first)
+        switch opcode.kind {
+        case .request?: receiveRequest(bytes)
+        case .command?: receiveCommand(bytes, opcode)
+        case .response?: receiveResponse(bytes, opcode)
+        case .notification?: receiveNotification(bytes, opcode)
+        case .indication?: receiveIndication(bytes, opcode)
+        case .confirmation?: receiveConfirmation(bytes)
+        case nil:
+            // An unknown command is ignored; anything else unknown is taken for a request the
+            // server does not support (§3.4.1.1, §3.3.1).
+            if opcode.isCommand {
+                log?("unknown command \(opcode.name) ignored")
+            } else {
+                receiveRequest(bytes)
+            }
+        }
+    }
+
+    private func send(_ pdu: ATTPDU) {
+        if channel?.send(pdu.encode()) != true { log?("could not send \(pdu.opcode.name)") }
+    }
+
+    private func sendUnacknowledged(_ bytes: [UInt8]) -> Bool {
+        guard let channel, channel.queuedPDUs < maximumQueuedPDUsForUnacknowledged, channel.send(bytes) else {
+            refusedUnacknowledged = true
+            return false
+        }
+        return true
+    }
+
+    private func channelCanSendMore() {
+        guard isOpen, refusedUnacknowledged else { return }
+        refusedUnacknowledged = false
+        onReadyToSendCommands?()
+    }
+
+    private func apply(mtu newMTU: Int) {
+        guard newMTU != mtu else { return }
+        mtu = newMTU
+        onMTUChanged?(newMTU)
+    }
+
+    /// Closes the bearer: `first` (the timed-out operation's failure) runs, then every other
+    /// pending operation fails, then the owner hears it.
+    private func shutDown(_ reason: CloseReason, first: (() -> Void)? = nil) {
+        guard isOpen else { return }
+        closeReason = reason
+        let error = closedError
+        first?()
+        if let outstanding = outstandingRequest {
+            outstanding.timer.cancel()
+            outstandingRequest = nil
+            outstanding.request.completion(.failure(error))
+        }
+        while let request = waitingRequests.popFirst() { request.completion(.failure(error)) }
+        if let outstanding = outstandingIndication {
+            outstanding.timer.cancel()
+            outstandingIndication = nil
+            outstanding.indication.completion(.failure(error))
+        }
+        while let indication = waitingIndications.popFirst() { indication.completion(.failure(error)) }
+        incomingRequests.removeAll()
+        servingRequest = nil
+        onClose?(reason)
+    }
+}
+
+/// Answers one request an `ATTBearer` handed to its server, exactly once, now or later (on the
+/// bearer's loop). A second answer, or one after the bearer closed, is ignored. A responder
+/// dropped without answering answers Unlikely Error, so the client is never left waiting.
+public final class ATTResponder: @unchecked Sendable {
+    /// The request to answer.
+    public let request: ATTPDU
+    private let id: UInt64
+    private weak var bearer: ATTBearer?
+    public private(set) var hasResponded = false
+
+    fileprivate init(request: ATTPDU, id: UInt64, bearer: ATTBearer) {
+        self.request = request
+        self.id = id
+        self.bearer = bearer
+    }
+
+    /// The bearer's ATT_MTU now, to size the response.
+    public var mtu: Int { bearer?.mtu ?? ATTMTU.leDefault }
+    /// The link's security level, for permission checks.
+    public var securityLevel: LESecurityLevel { bearer?.securityLevel ?? .noSecurity }
+
+    /// Answers with `response`: the request's response PDU or an Error Response. Read-type
+    /// responses longer than ATT_MTU are cut to it; any other wrong answer (another opcode, an
+    /// oversized list) is replaced by Unlikely Error.
+    public func respond(_ response: ATTPDU) {
+        guard !hasResponded else {
+            bearer?.log?("\(request.opcode.name) answered twice; \(response.opcode.name) ignored")
+            return
+        }
+        hasResponded = true
+        bearer?.finishServing(id, request: request, response: response)
+    }
+
+    /// Answers with an Error Response for `requestOpcode` (normally the request's), naming
+    /// `handle` (0x0000 when no handle is at fault).
+    public func respondError(_ requestOpcode: ATTOpcode, _ handle: ATTHandle, _ code: ATTErrorCode) {
+        respond(.errorResponse(.init(requestOpcode: requestOpcode, attributeHandle: handle, errorCode: code)))
+    }
+
+    /// Answers with an Error Response for this request.
+    public func respondError(_ code: ATTErrorCode, handle: ATTHandle = .invalid) {
+        respondError(request.opcode, handle, code)
+    }
+
+    deinit {
+        guard !hasResponded, let bearer else { return }
+        bearer.log?("\(request.opcode.name) was never answered: Unlikely Error")
+        bearer.finishServing(id, request: request, response: .errorResponse(.init(
+            requestOpcode: request.opcode, attributeHandle: .invalid, errorCode: .unlikelyError)))
+    }
+}

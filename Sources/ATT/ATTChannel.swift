@@ -1,0 +1,23 @@
+import L2CAP
+
+/// What an `ATTBearer` needs from the L2CAP channel under it: whole SDUs out and in, the link
+/// closing, back-pressure, and the link's security. `L2CAPFixedChannel` (the ATT fixed channel
+/// 0x0004 of an LE-U link) is one; tests use a double.
+///
+/// The bearer takes over `onReceive`, `onClose` and `onCanSendMore`.
+public protocol ATTChannel: AnyObject {
+    /// Sends one SDU (one ATT PDU); false when the link is down or its queue refuses it.
+    @discardableResult func send(_ sdu: [UInt8]) -> Bool
+    /// Each SDU the peer sent.
+    var onReceive: (([UInt8]) -> Void)? { get set }
+    /// The link went down.
+    var onClose: (() -> Void)? { get set }
+    /// The link's outbound queue drained after PDUs had to wait.
+    var onCanSendMore: (() -> Void)? { get set }
+    /// PDUs of the link waiting for controller buffers.
+    var queuedPDUs: Int { get }
+    /// The link's security level now.
+    var securityLevel: LESecurityLevel { get }
+}
+
+extension L2CAPFixedChannel: ATTChannel {}
