@@ -50,7 +50,7 @@ let package = Package(
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
         .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers", "L2CAP", "Scheduling"]),
         // GATT (Vol 3 Part G): the attribute database and server, and the client procedures.
-        .target(name: "GATT", dependencies: ["ByteCoding", "AssignedNumbers", "ATT", "L2CAP", "Scheduling"]),
+        .target(name: "GATT", dependencies: ["ByteCoding", "AssignedNumbers", "ATT", "L2CAP", "Scheduling", "LECrypto"]),
         // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
         .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
 
@@ -82,7 +82,9 @@ let package = Package(
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
             "HCITransport", "TestSupport",
         ]),
-        .testTarget(name: "GATTTests", dependencies: ["GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling"]),
+        .testTarget(name: "GATTTests", dependencies: [
+            "GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling", "LECrypto",
+        ]),
         // LECrypto to make resolvable private addresses to classify.
         .testTarget(name: "GAPTests", dependencies: [
             "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "Scheduling",

@@ -1,1 +1,0 @@
-// The GATT server and client land here.
