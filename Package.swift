@@ -35,7 +35,9 @@ let package = Package(
         .target(name: "HCITransport", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         // Helpers shared by test targets (capture checks with tshark, loopback ports, waits).
         // Not part of any product.
-        .target(name: "TestSupport", dependencies: ["HCITransport", "HCI", "Scheduling"]),
+        .target(name: "TestSupport", dependencies: [
+            "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController",
+        ]),
         // The host side of HCI: command flow control and timeouts, ACL credits, fragmentation.
         .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
@@ -84,6 +86,7 @@ let package = Package(
         ]),
         .testTarget(name: "GATTTests", dependencies: [
             "GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling", "LECrypto",
+            "TestSupport", "HostStack", "HCI",
         ]),
         // LECrypto to make resolvable private addresses to classify.
         .testTarget(name: "GAPTests", dependencies: [
