@@ -34,7 +34,8 @@ struct BumbleInteropTests {
     func withHost(port: UInt16, snoop: BtsnoopWriter?, _ body: (LEHost, Discoveries) throws -> Void) throws {
         let loop = EventLoop(name: "host", pacing: .realTime)
         defer { loop.shutdown() }
-        var transport: HCITransport = TCPTransport(host: "127.0.0.1", port: port)
+        // The path CB_TRANSPORT=tcp:… takes.
+        var transport = try TransportSpec(parsing: "tcp:127.0.0.1:\(port)").makeExternalTransport()
         if let snoop { transport = SnoopingTransport(wrapping: transport, writer: snoop) }
         let host = LEHost(transport: transport, loop: loop)
         let discoveries = Discoveries()
