@@ -152,15 +152,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
             for report in e.reports {
                 if let whole = reportAssembler.add(report) { delegate?.host(self, didDiscover: whole) }
             }
-        case .connectionComplete(let e):
-            connectionCompleted(status: e.status, handle: e.connectionHandle, role: e.role,
-                                peer: LEAddress(e.peerAddressType, e.peerAddress), interval: e.connectionInterval,
-                                latency: e.peripheralLatency, timeout: e.supervisionTimeout)
-        case .enhancedConnectionComplete(let e):
-            connectionCompleted(status: e.status, handle: e.connectionHandle, role: e.role,
-                                peer: LEAddress(e.peerAddressType, e.peerAddress), interval: e.connectionInterval,
-                                latency: e.peripheralLatency, timeout: e.supervisionTimeout)
-        case .enhancedConnectionCompleteV2(let e):
+        case .connectionComplete, .enhancedConnectionComplete, .enhancedConnectionCompleteV2:
+            guard let e = event.connectionComplete else { return }
             connectionCompleted(status: e.status, handle: e.connectionHandle, role: e.role,
                                 peer: LEAddress(e.peerAddressType, e.peerAddress), interval: e.connectionInterval,
                                 latency: e.peripheralLatency, timeout: e.supervisionTimeout)

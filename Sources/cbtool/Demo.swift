@@ -110,12 +110,8 @@ private func advertisingReports(_ event: HCIEvent) -> [LEAdvertisingReport.Repor
 }
 
 private func connectionHandle(_ event: HCIEvent) -> ConnectionHandle? {
-    switch event {
-    case .le(.connectionComplete(let c)) where c.status.isSuccess: c.connectionHandle
-    case .le(.enhancedConnectionComplete(let c)) where c.status.isSuccess: c.connectionHandle
-    case .le(.enhancedConnectionCompleteV2(let c)) where c.status.isSuccess: c.connectionHandle
-    default: nil
-    }
+    guard case .le(let le) = event, let complete = le.connectionComplete, complete.status.isSuccess else { return nil }
+    return complete.connectionHandle
 }
 
 /// The Complete/Shortened Local Name AD structure, if any.

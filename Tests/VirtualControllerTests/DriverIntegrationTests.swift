@@ -41,10 +41,8 @@ final class DriverHost: HCIDriverDelegate, @unchecked Sendable {
     }
 
     func connectionHandle() -> ConnectionHandle? {
-        for e in events {
-            if case .le(.enhancedConnectionCompleteV2(let c)) = e, c.status.isSuccess { return c.connectionHandle }
-            if case .le(.enhancedConnectionComplete(let c)) = e, c.status.isSuccess { return c.connectionHandle }
-            if case .le(.connectionComplete(let c)) = e, c.status.isSuccess { return c.connectionHandle }
+        for case .le(let le) in events {
+            if let c = le.connectionComplete, c.status.isSuccess { return c.connectionHandle }
         }
         return nil
     }

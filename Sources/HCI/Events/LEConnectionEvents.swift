@@ -401,3 +401,31 @@ public struct LEPHYUpdateComplete: LEMetaEventParameters, Hashable {
         rxPhy = try reader.u8()
     }
 }
+
+/// What every version of LE Connection Complete reports, so a host handles them alike.
+public protocol LEConnectionCompleteParameters: Sendable {
+    var status: HCIStatus { get }
+    var connectionHandle: ConnectionHandle { get }
+    var role: LERole { get }
+    var peerAddressType: LEAddressType { get }
+    var peerAddress: BluetoothAddress { get }
+    var connectionInterval: UInt16 { get }
+    var peripheralLatency: UInt16 { get }
+    var supervisionTimeout: UInt16 { get }
+}
+
+extension LEConnectionComplete: LEConnectionCompleteParameters {}
+extension LEEnhancedConnectionComplete: LEConnectionCompleteParameters {}
+extension LEEnhancedConnectionCompleteV2: LEConnectionCompleteParameters {}
+
+extension LEMetaEvent {
+    /// LE Connection Complete in whichever version the controller sent, or nil.
+    public var connectionComplete: (any LEConnectionCompleteParameters)? {
+        switch self {
+        case .connectionComplete(let e): e
+        case .enhancedConnectionComplete(let e): e
+        case .enhancedConnectionCompleteV2(let e): e
+        default: nil
+        }
+    }
+}
