@@ -169,6 +169,14 @@ struct GATTClientEndToEndTests {
         #expect(try pair.run { client.readMultipleVariableValues(of: [location.valueHandle, deviceName], completion: $0) }
                 == [[0x01], Array("Sensor".utf8)])
 
+        #expect(try pair.run { client.readValues(ofType: BluetoothUUID(uuid16: 0x2A38), completion: $0) }.map(\.value) == [[0x01]])
+        #expect(try pair.run { client.readMultipleValues(of: [location.valueHandle, deviceName], completion: $0) }
+                == [0x01] + Array("Sensor".utf8))
+        let byCharacteristicUUID = try pair.run {
+            client.discoverCharacteristics(of: services[2], uuid: BluetoothUUID(uuid16: 0x2A38), completion: $0)
+        }
+        #expect(byCharacteristicUUID == [location])
+
         // Writes: a short one, a long one, a reliable one, and without response.
         let controlPoint = try characteristic(BluetoothUUID(uuid16: 0x2A39))
         try pair.run { client.writeValue([0x01], to: controlPoint.valueHandle, completion: $0) }
@@ -252,6 +260,32 @@ struct GATTClientEndToEndTests {
         #expect(closed == .disconnected && client.pendingProcedures == 0)
         #expect(pair.clientBearer?.isOpen == false)
         #expect(blobsServed < 27, "the read stopped at the disconnection")
+    }
+
+    /// Each procedure (but Exchange MTU, which the server's bearer answers at once) with its
+    /// first request held by the server, then the link dropped: it and the one waiting behind
+    /// it fail with `.disconnected`, nothing stays queued, and every controller ACL buffer is
+    /// free again on both sides.
+    @Test(arguments: 0..<15)
+    func aDisconnectionInTheMiddleOfAnyProcedureEndsItAndFreesEverything(procedure: Int) throws {
+        let pair = try GATTOverRadio()
+        let credits = (pair.central.driver.aclCredits, pair.peripheral.driver.aclCredits)
+        let (client, link) = try pair.connect()
+        var held: [ATTResponder] = []
+        pair.serverBearer?.onRequest = { _, responder in held.append(responder) }
+        var outcomes: [GATTClientError?] = []
+        GATTClientTests.start(procedure, on: client) { outcomes.append($0) }
+        GATTClientTests.start(procedure, on: client) { outcomes.append($0) }
+        pair.loop.run(until: { held.count == 1 }, timeout: .seconds(1))
+        #expect(held.count == 1 && outcomes.isEmpty)
+        pair.central.disconnect(link)
+        pair.loop.run(until: { outcomes.count == 2 }, timeout: .seconds(2))
+        pair.loop.run(for: .milliseconds(100))
+        #expect(outcomes == [.disconnected, .disconnected])
+        #expect(client.pendingProcedures == 0)
+        #expect(pair.central.connections.isEmpty && pair.peripheral.connections.isEmpty)
+        #expect(pair.central.driver.aclCredits == credits.0 && pair.peripheral.driver.aclCredits == credits.1)
+        #expect(pair.central.driver.queuedPDUs(handle: link.handle) == 0)
     }
 
     @Test func captureOfTheClientSessionDecodesInTshark() throws {
