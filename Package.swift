@@ -86,7 +86,8 @@ let package = Package(
         ]),
         .testTarget(name: "GATTTests", dependencies: [
             "GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling", "LECrypto",
-            "TestSupport", "HostStack", "HCI",
+            // Client against server on the virtual radio.
+            "HostStack", "VirtualController", "HCI", "HCITransport", "TestSupport",
         ]),
         // LECrypto to make resolvable private addresses to classify.
         .testTarget(name: "GAPTests", dependencies: [

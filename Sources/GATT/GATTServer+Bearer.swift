@@ -26,7 +26,8 @@ public final class GATTBearerConnection: GATTServerConnection, @unchecked Sendab
 extension GATTServer {
     /// Serves this database on `bearer`: its requests and commands come here, its readiness to
     /// send again releases waiting updates, and its closing drops the connection's subscriptions.
-    /// Takes over the bearer's `onRequest`, `onCommand`, `onReadyToSendCommands` and `onClose`.
+    /// Takes over the bearer's `onRequest` and `onCommand`; `onReadyToSendCommands` and `onClose`
+    /// handlers already set (a GATT client on the same bearer) keep being called.
     @discardableResult
     public func attach(_ bearer: ATTBearer) -> GATTBearerConnection {
         let connection = GATTBearerConnection(bearer: bearer)
@@ -36,8 +37,16 @@ extension GATTServer {
             self.handle(request, from: connection) { responder.respond($0) }
         }
         bearer.onCommand = { [weak self] pdu in self?.handleCommand(pdu, from: connection) }
-        bearer.onReadyToSendCommands = { [weak self] in self?.connectionIsReadyToSend(connection) }
-        bearer.onClose = { [weak self] _ in self?.connectionClosed(connection) }
+        let previousReady = bearer.onReadyToSendCommands
+        bearer.onReadyToSendCommands = { [weak self] in
+            previousReady?()
+            self?.connectionIsReadyToSend(connection)
+        }
+        let previousClose = bearer.onClose
+        bearer.onClose = { [weak self] reason in
+            previousClose?(reason)
+            self?.connectionClosed(connection)
+        }
         return connection
     }
 }
