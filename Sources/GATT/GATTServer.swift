@@ -161,6 +161,10 @@ public final class GATTServer: @unchecked Sendable {
 
     private func databaseChanged(_ range: ClosedRange<ATTHandle>) {
         cachedHash = nil
+        for state in connections.values {
+            state.isChangeAware = false
+            state.awareOnNextRequest = false
+        }
         // Vol 3 Part G §7.1: the affected range, to every client that enabled indications.
         var writer = ByteWriter(capacity: 4)
         writer.u16(range.lowerBound.rawValue)
@@ -184,6 +188,12 @@ public final class GATTServer: @unchecked Sendable {
         var preparedWrites: [PreparedWrite] = []
         var indications: [PendingIndication] = []
         var indicationInFlight = false
+        // Robust caching (Vol 3 Part G §2.5.2.1), for clients that set the Robust Caching bit.
+        var isChangeAware = true
+        /// Database Out Of Sync was sent, or the Database Hash read, since the last change: the
+        /// next request makes the client change-aware.
+        var awareOnNextRequest = false
+        var usesRobustCaching: Bool { clientSupportedFeatures & 0x01 != 0 }
         init(_ connection: any GATTServerConnection) { self.connection = connection }
     }
 
@@ -294,9 +304,12 @@ public final class GATTServer: @unchecked Sendable {
         let next = state.indications.removeFirst()
         state.indicationInFlight = true
         let value = Array(next.value.prefix(ATTMTU.maximumNotificationValueLength(mtu: state.connection.mtu)))
-        state.connection.indicate(handle: next.handle, value: value) { [weak self, weak state] _ in
+        let serviceChangedHandle = gattService.characteristics[0].value
+        state.connection.indicate(handle: next.handle, value: value) { [weak self, weak state] confirmed in
             guard let self, let state, state.isOpen else { return }
             state.indicationInFlight = false
+            // A confirmed Service Changed indication makes the client change-aware.
+            if confirmed && next.handle == serviceChangedHandle { state.isChangeAware = true }
             self.sendNextIndication(state)
             if state.indications.count < self.indicationQueueLimit { self.reportReadinessIfOwed() }
         }
@@ -312,6 +325,17 @@ public final class GATTServer: @unchecked Sendable {
         let state = state(for: connection)
         let transaction = Transaction(request: request.opcode, state: state, respond: respond)
         let mtu = connection.mtu
+        if state.usesRobustCaching && !state.isChangeAware {
+            if case .readByTypeRequest(let p) = request, p.attributeType == .databaseHash {
+                // Reading the hash is how a client finds out; the next request makes it aware.
+                state.awareOnNextRequest = true
+            } else if state.awareOnNextRequest {
+                state.isChangeAware = true
+            } else {
+                state.awareOnNextRequest = true
+                return transaction.fail(.databaseOutOfSync, .invalid)
+            }
+        }
         switch request {
         case .findInformationRequest(let p):
             guard let range = transaction.validRange(p.startingHandle, p.endingHandle) else { return }
@@ -404,8 +428,11 @@ public final class GATTServer: @unchecked Sendable {
     /// Carries out a command: Write Command writes (errors are dropped); Signed Write
     /// Command is ignored until signing exists; anything else is ignored.
     public func handleCommand(_ pdu: ATTPDU, from connection: any GATTServerConnection) {
+        // A change-unaware client's commands are ignored (Vol 3 Part G §2.5.2.1).
+        let state = state(for: connection)
+        guard !state.usesRobustCaching || state.isChangeAware else { return }
         guard case .writeCommand(let p) = pdu, let attribute = database[p.attributeHandle] else { return }
-        writeValue(attribute, p.attributeValue, isCommand: true, state(for: connection)) { _ in }
+        writeValue(attribute, p.attributeValue, isCommand: true, state) { _ in }
     }
 
     private typealias FindInformationEntry = ATTPDU.FindInformationResponse.Entry
