@@ -14,6 +14,40 @@ public enum CBManagerState: Int, Sendable {
     case poweredOn = 5
 }
 
+/// The state of a central manager before iOS 10; the same values as `CBManagerState`.
+@available(*, deprecated, message: "Use CBManagerState instead")
+public enum CBCentralManagerState: Int, Sendable {
+    /// Not known yet.
+    case unknown = 0
+    /// The connection with the Bluetooth service was interrupted.
+    case resetting = 1
+    /// No Bluetooth LE.
+    case unsupported = 2
+    /// The app may not use Bluetooth LE.
+    case unauthorized = 3
+    /// Bluetooth is off.
+    case poweredOff = 4
+    /// Bluetooth is on and ready.
+    case poweredOn = 5
+}
+
+/// The state of a peripheral manager before iOS 10; the same values as `CBManagerState`.
+@available(*, deprecated, message: "Use CBManagerState instead")
+public enum CBPeripheralManagerState: Int, Sendable {
+    /// Not known yet.
+    case unknown = 0
+    /// The connection with the Bluetooth service was interrupted.
+    case resetting = 1
+    /// No Bluetooth LE.
+    case unsupported = 2
+    /// The app may not use Bluetooth LE.
+    case unauthorized = 3
+    /// Bluetooth is off.
+    case poweredOff = 4
+    /// Bluetooth is on and ready.
+    case poweredOn = 5
+}
+
 /// Whether the app may use Bluetooth.
 public enum CBManagerAuthorization: Int, Sendable {
     /// The user has not chosen yet.
@@ -79,7 +113,9 @@ public enum CBConnectionEvent: Int, Sendable {
 /// The properties of a characteristic (the GATT characteristic properties, plus two
 /// Core Bluetooth ones for encrypted notification and indication).
 public struct CBCharacteristicProperties: OptionSet, Sendable, Hashable {
+    /// The bits, with Apple's values.
     public let rawValue: UInt
+    /// The set with these bits.
     public init(rawValue: UInt) { self.rawValue = rawValue }
 
     /// May be broadcast (not allowed on local characteristics).
@@ -106,7 +142,9 @@ public struct CBCharacteristicProperties: OptionSet, Sendable, Hashable {
 
 /// Read and write permissions of a local attribute.
 public struct CBAttributePermissions: OptionSet, Sendable, Hashable {
+    /// The bits, with Apple's values.
     public let rawValue: UInt
+    /// The set with these bits.
     public init(rawValue: UInt) { self.rawValue = rawValue }
 
     /// Readable.

@@ -75,28 +75,49 @@ public struct CBError: CustomNSError, Hashable, @unchecked Sendable {
 
     /// Errors are equal when their codes are.
     public static func == (a: CBError, b: CBError) -> Bool { a.code == b.code }
+    /// Hashes the code, consistent with `==`.
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
+    /// Shorthand for `Code.unknown`, as on Apple's error type.
     public static var unknown: Code { .unknown }
+    /// Shorthand for `Code.invalidParameters`, as on Apple's error type.
     public static var invalidParameters: Code { .invalidParameters }
+    /// Shorthand for `Code.invalidHandle`, as on Apple's error type.
     public static var invalidHandle: Code { .invalidHandle }
+    /// Shorthand for `Code.notConnected`, as on Apple's error type.
     public static var notConnected: Code { .notConnected }
+    /// Shorthand for `Code.outOfSpace`, as on Apple's error type.
     public static var outOfSpace: Code { .outOfSpace }
+    /// Shorthand for `Code.operationCancelled`, as on Apple's error type.
     public static var operationCancelled: Code { .operationCancelled }
+    /// Shorthand for `Code.connectionTimeout`, as on Apple's error type.
     public static var connectionTimeout: Code { .connectionTimeout }
+    /// Shorthand for `Code.peripheralDisconnected`, as on Apple's error type.
     public static var peripheralDisconnected: Code { .peripheralDisconnected }
+    /// Shorthand for `Code.uuidNotAllowed`, as on Apple's error type.
     public static var uuidNotAllowed: Code { .uuidNotAllowed }
+    /// Shorthand for `Code.alreadyAdvertising`, as on Apple's error type.
     public static var alreadyAdvertising: Code { .alreadyAdvertising }
+    /// Shorthand for `Code.connectionFailed`, as on Apple's error type.
     public static var connectionFailed: Code { .connectionFailed }
+    /// Shorthand for `Code.connectionLimitReached`, as on Apple's error type.
     public static var connectionLimitReached: Code { .connectionLimitReached }
+    /// `Code.unknownDevice` under Apple's original, misspelled name.
     @available(*, deprecated, renamed: "unknownDevice")
     public static var unkownDevice: Code { .unknownDevice }
+    /// Shorthand for `Code.unknownDevice`, as on Apple's error type.
     public static var unknownDevice: Code { .unknownDevice }
+    /// Shorthand for `Code.operationNotSupported`, as on Apple's error type.
     public static var operationNotSupported: Code { .operationNotSupported }
+    /// Shorthand for `Code.peerRemovedPairingInformation`, as on Apple's error type.
     public static var peerRemovedPairingInformation: Code { .peerRemovedPairingInformation }
+    /// Shorthand for `Code.encryptionTimedOut`, as on Apple's error type.
     public static var encryptionTimedOut: Code { .encryptionTimedOut }
+    /// Shorthand for `Code.tooManyLEPairedDevices`, as on Apple's error type.
     public static var tooManyLEPairedDevices: Code { .tooManyLEPairedDevices }
+    /// Shorthand for `Code.leGattExceededBackgroundNotificationLimit`, as on Apple's error type.
     public static var leGattExceededBackgroundNotificationLimit: Code { .leGattExceededBackgroundNotificationLimit }
+    /// Shorthand for `Code.leGattNearBackgroundNotificationLimit`, as on Apple's error type.
     public static var leGattNearBackgroundNotificationLimit: Code { .leGattNearBackgroundNotificationLimit }
 }
 
@@ -163,25 +184,44 @@ public struct CBATTError: CustomNSError, Hashable, @unchecked Sendable {
 
     /// Errors are equal when their codes are.
     public static func == (a: CBATTError, b: CBATTError) -> Bool { a.code == b.code }
+    /// Hashes the code, consistent with `==`.
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
+    /// Shorthand for `Code.success`, as on Apple's error type.
     public static var success: Code { .success }
+    /// Shorthand for `Code.invalidHandle`, as on Apple's error type.
     public static var invalidHandle: Code { .invalidHandle }
+    /// Shorthand for `Code.readNotPermitted`, as on Apple's error type.
     public static var readNotPermitted: Code { .readNotPermitted }
+    /// Shorthand for `Code.writeNotPermitted`, as on Apple's error type.
     public static var writeNotPermitted: Code { .writeNotPermitted }
+    /// Shorthand for `Code.invalidPdu`, as on Apple's error type.
     public static var invalidPdu: Code { .invalidPdu }
+    /// Shorthand for `Code.insufficientAuthentication`, as on Apple's error type.
     public static var insufficientAuthentication: Code { .insufficientAuthentication }
+    /// Shorthand for `Code.requestNotSupported`, as on Apple's error type.
     public static var requestNotSupported: Code { .requestNotSupported }
+    /// Shorthand for `Code.invalidOffset`, as on Apple's error type.
     public static var invalidOffset: Code { .invalidOffset }
+    /// Shorthand for `Code.insufficientAuthorization`, as on Apple's error type.
     public static var insufficientAuthorization: Code { .insufficientAuthorization }
+    /// Shorthand for `Code.prepareQueueFull`, as on Apple's error type.
     public static var prepareQueueFull: Code { .prepareQueueFull }
+    /// Shorthand for `Code.attributeNotFound`, as on Apple's error type.
     public static var attributeNotFound: Code { .attributeNotFound }
+    /// Shorthand for `Code.attributeNotLong`, as on Apple's error type.
     public static var attributeNotLong: Code { .attributeNotLong }
+    /// Shorthand for `Code.insufficientEncryptionKeySize`, as on Apple's error type.
     public static var insufficientEncryptionKeySize: Code { .insufficientEncryptionKeySize }
+    /// Shorthand for `Code.invalidAttributeValueLength`, as on Apple's error type.
     public static var invalidAttributeValueLength: Code { .invalidAttributeValueLength }
+    /// Shorthand for `Code.unlikelyError`, as on Apple's error type.
     public static var unlikelyError: Code { .unlikelyError }
+    /// Shorthand for `Code.insufficientEncryption`, as on Apple's error type.
     public static var insufficientEncryption: Code { .insufficientEncryption }
+    /// Shorthand for `Code.unsupportedGroupType`, as on Apple's error type.
     public static var unsupportedGroupType: Code { .unsupportedGroupType }
+    /// Shorthand for `Code.insufficientResources`, as on Apple's error type.
     public static var insufficientResources: Code { .insufficientResources }
 }
 

@@ -87,3 +87,18 @@ import Testing
         #expect(CBConnectionEventMatchingOptionPeripheralUUIDs == "kCBConnectionEventMatchingOptionPeripheralUUIDs")
     }
 }
+
+@Suite struct CBDeprecatedStateTests {
+    @available(*, deprecated)
+    @Test func preIOS10StatesShareTheValues() {
+        #expect(CBCentralManagerState.poweredOn.rawValue == CBManagerState.poweredOn.rawValue)
+        #expect(CBPeripheralManagerState.unauthorized.rawValue == CBManagerState.unauthorized.rawValue)
+        #expect(CBCentralManagerState(rawValue: 4) == .poweredOff)
+    }
+
+    @available(*, deprecated)
+    @Test func misspelledUnknownDevice() {
+        #expect(CBError.Code.unkownDevice == .unknownDevice)
+        #expect(CBError.unkownDevice.rawValue == 12)
+    }
+}
