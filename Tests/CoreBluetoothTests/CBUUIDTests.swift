@@ -74,3 +74,15 @@ import Testing
         #expect(CBUUID(string: CBUUIDL2CAPPSMCharacteristicString).uuidString == CBUUIDL2CAPPSMCharacteristicString)
     }
 }
+
+@Suite struct CBUUIDTrapTests {
+    // Apple's CBUUID raises on malformed input; ours stops with a precondition failure.
+    @Test func invalidStringTraps() async {
+        await #expect(processExitsWith: .failure) { _ = CBUUID(string: "18G0") }
+        await #expect(processExitsWith: .failure) { _ = CBUUID(string: "71DA3FD1-7E10-41C1-B16F4430B506CDE7") }
+    }
+
+    @Test func invalidDataLengthTraps() async {
+        await #expect(processExitsWith: .failure) { _ = CBUUID(data: Data([0x18, 0x0D, 0x00])) }
+    }
+}
