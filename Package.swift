@@ -10,6 +10,8 @@ let package = Package(
         .library(name: "HCITransport", targets: ["HCITransport"]),
         .library(name: "HCIDriver", targets: ["HCIDriver"]),
         .library(name: "VirtualController", targets: ["VirtualController"]),
+        // Apple's Core Bluetooth API, so iOS code using `import CoreBluetooth` compiles unchanged.
+        .library(name: "CoreBluetooth", targets: ["CoreBluetooth"]),
         .executable(name: "cbtool", targets: ["cbtool"]),
         .executable(name: "cbbench", targets: ["cbbench"]),
     ],
@@ -55,6 +57,8 @@ let package = Package(
         .target(name: "GATT", dependencies: ["ByteCoding", "AssignedNumbers", "ATT", "L2CAP", "Scheduling", "LECrypto"]),
         // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
         .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
+        // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
+        .target(name: "CoreBluetooth", dependencies: ["AssignedNumbers"]),
 
         // The command-line tool: demo, virtual controllers served over H4.
         .executableTarget(name: "cbtool", dependencies: [
@@ -93,6 +97,7 @@ let package = Package(
         .testTarget(name: "GAPTests", dependencies: [
             "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "Scheduling",
         ]),
+        .testTarget(name: "CoreBluetoothTests", dependencies: ["CoreBluetooth"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
             "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",
