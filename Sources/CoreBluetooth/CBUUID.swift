@@ -3,7 +3,7 @@ import Foundation
 
 /// A Bluetooth UUID as Core Bluetooth presents it: 16-, 32- or 128-bit, kept in its shortest
 /// form so that equal UUIDs compare equal whichever form they were written in.
-public final class CBUUID: NSObject, NSCopying, @unchecked Sendable {
+open class CBUUID: NSObject, NSCopying, @unchecked Sendable {
     /// The UUID this object stands for (a Linux extension: the bridge to the host stack).
     public let bluetoothUUID: BluetoothUUID
 
