@@ -14,39 +14,15 @@ public enum CBManagerState: Int, Sendable {
     case poweredOn = 5
 }
 
-/// The state of a central manager before iOS 10; the same values as `CBManagerState`.
+/// The state of a central manager before iOS 10: the same cases and values as
+/// `CBManagerState`, so one type serves both names.
 @available(*, deprecated, message: "Use CBManagerState instead")
-public enum CBCentralManagerState: Int, Sendable {
-    /// Not known yet.
-    case unknown = 0
-    /// The connection with the Bluetooth service was interrupted.
-    case resetting = 1
-    /// No Bluetooth LE.
-    case unsupported = 2
-    /// The app may not use Bluetooth LE.
-    case unauthorized = 3
-    /// Bluetooth is off.
-    case poweredOff = 4
-    /// Bluetooth is on and ready.
-    case poweredOn = 5
-}
+public typealias CBCentralManagerState = CBManagerState
 
-/// The state of a peripheral manager before iOS 10; the same values as `CBManagerState`.
+/// The state of a peripheral manager before iOS 10: the same cases and values as
+/// `CBManagerState`, so one type serves both names.
 @available(*, deprecated, message: "Use CBManagerState instead")
-public enum CBPeripheralManagerState: Int, Sendable {
-    /// Not known yet.
-    case unknown = 0
-    /// The connection with the Bluetooth service was interrupted.
-    case resetting = 1
-    /// No Bluetooth LE.
-    case unsupported = 2
-    /// The app may not use Bluetooth LE.
-    case unauthorized = 3
-    /// Bluetooth is off.
-    case poweredOff = 4
-    /// Bluetooth is on and ready.
-    case poweredOn = 5
-}
+public typealias CBPeripheralManagerState = CBManagerState
 
 /// Whether the app may use Bluetooth.
 public enum CBManagerAuthorization: Int, Sendable {
