@@ -5,6 +5,7 @@ import HCI
 import HCIDriver
 import HCITransport
 import Scheduling
+import Synchronization
 import VirtualController
 
 /// Starts the controller a transport string names and prints what it says about itself; can
@@ -92,7 +93,7 @@ struct HCIInfo: ParsableCommand {
 /// Prints advertising reports, legacy or extended (some controllers answer a legacy scan with
 /// extended reports).
 final class ReportPrinter: HCIDriverDelegate, @unchecked Sendable {
-    let count = NSLockedValue(0)
+    let count = Mutex(0)
 
     func didReceiveEvent(_ event: HCIEvent) {
         switch event {
@@ -126,17 +127,5 @@ final class Completion<T>: @unchecked Sendable {
 
     func wait(seconds: Double) -> T? {
         semaphore.wait(timeout: .now() + seconds) == .success ? value : nil
-    }
-}
-
-/// A value behind a lock.
-final class NSLockedValue<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: T
-    init(_ value: T) { self.value = value }
-    func withLock<R>(_ body: (inout T) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
     }
 }
