@@ -27,7 +27,9 @@ public final class TimerHandle: @unchecked Sendable {
 ///   thread. Idle time is skipped, which is what makes tests fast and deterministic.
 /// - `.realTime(speed:)`: a thread of its own runs the loop, and the clock follows the wall
 ///   clock (times `speed`).
-/// - `.unpaced`: a thread of its own runs the loop and jumps over idle time.
+/// - `.unpaced`: a thread of its own runs the loop and jumps over idle time, except while some
+///   other thread holds the clock (`holdClock()`): work in flight elsewhere, such as an API
+///   callback on a dispatch queue, must not see time leap past it.
 public final class EventLoop: @unchecked Sendable {
     public enum Pacing: Sendable, Equatable {
         case manual
@@ -44,6 +46,8 @@ public final class EventLoop: @unchecked Sendable {
     private var inbox: [@Sendable () -> Void] = []
     private var stopRequested = false
     private var thread: Thread?
+    private var clockHolds = 0
+    private var sharedNow = LoopInstant.zero
 
     // Loop-confined state.
     private var ready = RingBuffer<@Sendable () -> Void>()
@@ -52,7 +56,9 @@ public final class EventLoop: @unchecked Sendable {
     private var wallBase = ContinuousClock.now
     private var virtualBase = LoopInstant.zero
     /// The loop's current time. Read it on the loop.
-    public private(set) var now = LoopInstant.zero
+    public private(set) var now = LoopInstant.zero {
+        didSet { if pacing != .manual { publishNow() } }
+    }
 
     private static let currentKey: pthread_key_t = {
         var key = pthread_key_t()
@@ -111,6 +117,39 @@ public final class EventLoop: @unchecked Sendable {
     private func addTimer(at instant: LoopInstant, _ handle: TimerHandle) {
         sequence &+= 1
         timers.push(TimerEntry(time: instant, sequence: sequence, handle: handle))
+    }
+
+    // MARK: Clock holds
+
+    /// Keeps an unpaced loop from jumping over idle time until the matching `releaseClock()`.
+    /// Work still runs, and timers already due still fire. Thread-safe; no effect on other pacings.
+    public func holdClock() {
+        condition.lock()
+        clockHolds += 1
+        condition.unlock()
+    }
+
+    /// Ends one `holdClock()`.
+    public func releaseClock() {
+        condition.lock()
+        precondition(clockHolds > 0, "releaseClock() without holdClock()")
+        clockHolds -= 1
+        if clockHolds == 0 { condition.signal() }
+        condition.unlock()
+    }
+
+    /// The loop's time as last published by its thread, readable from any thread (threaded
+    /// pacings; for a manual loop read `now` on the loop).
+    public var currentTime: LoopInstant {
+        condition.lock()
+        defer { condition.unlock() }
+        return sharedNow
+    }
+
+    private func publishNow() {
+        condition.lock()
+        sharedNow = now
+        condition.unlock()
     }
 
     // MARK: Manual pacing
@@ -185,7 +224,8 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: Threaded pacing
 
     private func startThread() {
-        let thread = Thread { [unowned self] in self.threadMain() }
+        // The thread keeps the loop alive until `shutdown()` lets it finish.
+        let thread = Thread { self.threadMain() }
         thread.name = name
         self.thread = thread
         wallBase = ContinuousClock.now
@@ -212,6 +252,7 @@ public final class EventLoop: @unchecked Sendable {
                 while let job = ready.popFirst() { job() }
                 timers.discardCancelledTop()
                 if let next = timers.peekTime() {
+                    if pacing == .unpaced && next > now && !waitForClockRelease() { continue }
                     if next <= now || pacing == .unpaced {
                         now = max(now, next)
                         fireDueTimer()
@@ -232,6 +273,16 @@ public final class EventLoop: @unchecked Sendable {
                 condition.unlock()
             }
         }
+    }
+
+    /// For an unpaced loop about to jump ahead: true when no hold is on; otherwise waits until
+    /// the holds are released or work arrives and returns false (the caller looks again).
+    private func waitForClockRelease() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        if clockHolds == 0 { return true }
+        while clockHolds > 0 && inbox.isEmpty && !stopRequested { condition.wait() }
+        return false
     }
 
     /// Stops a threaded loop after the job it is running. Work posted afterwards never runs.
