@@ -58,7 +58,10 @@ let package = Package(
         // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
         .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
-        .target(name: "CoreBluetooth", dependencies: ["AssignedNumbers"]),
+        .target(name: "CoreBluetooth", dependencies: [
+            "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
+            "L2CAP", "HostStack", "ATT", "GATT", "GAP",
+        ]),
 
         // The command-line tool: demo, virtual controllers served over H4.
         .executableTarget(name: "cbtool", dependencies: [
@@ -97,7 +100,10 @@ let package = Package(
         .testTarget(name: "GAPTests", dependencies: [
             "GAP", "AssignedNumbers", "HCI", "ByteCoding", "LECrypto", "Scheduling",
         ]),
-        .testTarget(name: "CoreBluetoothTests", dependencies: ["CoreBluetooth"]),
+        .testTarget(name: "CoreBluetoothTests", dependencies: [
+            "CoreBluetooth", "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver",
+            "VirtualController", "L2CAP", "HostStack", "ATT", "GATT", "GAP", "TestSupport",
+        ]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
             "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",

@@ -242,7 +242,14 @@ public final class EventLoop: @unchecked Sendable {
         enter {
             while true {
                 condition.lock()
-                if stopRequested { condition.unlock(); return }
+                if stopRequested {
+                    // Drop pending work: its closures often hold objects that hold this loop.
+                    inbox.removeAll()
+                    condition.unlock()
+                    ready = RingBuffer()
+                    timers = TimerHeap()
+                    return
+                }
                 let posted = inbox
                 inbox.removeAll(keepingCapacity: true)
                 condition.unlock()

@@ -1,0 +1,92 @@
+import Foundation
+
+/// A characteristic: of a remote peripheral's service (found by discovery), or of the local
+/// database (``CBMutableCharacteristic``).
+open class CBCharacteristic: CBAttribute, @unchecked Sendable {
+    weak var serviceStorage: CBService?
+    var propertiesStorage: CBCharacteristicProperties
+    var valueStorage: Data?
+    var descriptorsStorage: [CBDescriptor]?
+    var isNotifyingStorage = false
+    /// On a remote peripheral: the declaration, value and last handles from discovery. On the
+    /// local database: the value handle once published.
+    var declarationHandle: UInt16 = 0
+    var valueHandle: UInt16 = 0
+    var endHandle: UInt16 = 0
+
+    init(uuid: CBUUID, properties: CBCharacteristicProperties, value: Data?, service: CBService?) {
+        serviceStorage = service
+        propertiesStorage = properties
+        valueStorage = value
+        super.init(uuid: uuid)
+    }
+
+    /// The service the characteristic belongs to.
+    public var service: CBService? { synchronized { serviceStorage } }
+
+    /// What the characteristic allows (read, write, notify…).
+    public var properties: CBCharacteristicProperties { synchronized { propertiesStorage } }
+
+    /// The last value read or notified (nil until then).
+    public var value: Data? { synchronized { valueStorage } }
+
+    /// The descriptors discovered so far (nil until discovered).
+    public var descriptors: [CBDescriptor]? { synchronized { descriptorsStorage } }
+
+    /// Whether the characteristic is broadcast (never on Linux, as on iOS 8 and later).
+    @available(*, deprecated, message: "Always false")
+    public var isBroadcasted: Bool { false }
+
+    /// Whether notifications or indications of the value are on.
+    public var isNotifying: Bool { synchronized { isNotifyingStorage } }
+
+    open override var description: String {
+        let value = self.value.map { "{length = \($0.count), bytes = 0x\($0.map { String(format: "%02x", $0) }.joined())}" } ?? "(null)"
+        return "<CBCharacteristic: \(Unmanaged.passUnretained(self).toOpaque()), UUID = \(uuid.uuidString), properties = 0x\(String(properties.rawValue, radix: 16, uppercase: true)), value = \(value), notifying = \(isNotifying ? "YES" : "NO")>"
+    }
+}
+
+/// A characteristic of the local GATT database. With a `value` it is cached: read-only, and the
+/// manager answers reads itself. With `value` nil it is dynamic: reads and writes reach the
+/// delegate.
+open class CBMutableCharacteristic: CBCharacteristic, @unchecked Sendable {
+    var permissionsStorage: CBAttributePermissions
+    var subscribedCentralsStorage: [CBCentral]?
+
+    /// A characteristic with the given type, properties, cached value (or nil for dynamic) and
+    /// permissions.
+    public init(type UUID: CBUUID, properties: CBCharacteristicProperties, value: Data?,
+                permissions: CBAttributePermissions) {
+        permissionsStorage = permissions
+        super.init(uuid: UUID, properties: properties, value: value, service: nil)
+    }
+
+    /// Who may read and write the value, and whether encryption is needed.
+    public var permissions: CBAttributePermissions {
+        get { synchronized { permissionsStorage } }
+        set { synchronized { permissionsStorage = newValue } }
+    }
+
+    /// The centrals subscribed to the value.
+    public var subscribedCentrals: [CBCentral]? { synchronized { subscribedCentralsStorage } }
+
+    public override var properties: CBCharacteristicProperties {
+        get { synchronized { propertiesStorage } }
+        set { synchronized { propertiesStorage = newValue } }
+    }
+
+    public override var value: Data? {
+        get { synchronized { valueStorage } }
+        set { synchronized { valueStorage = newValue } }
+    }
+
+    public override var descriptors: [CBDescriptor]? {
+        get { synchronized { descriptorsStorage } }
+        set {
+            synchronized {
+                descriptorsStorage = newValue
+                for descriptor in newValue ?? [] { descriptor.characteristicStorage = self }
+            }
+        }
+    }
+}

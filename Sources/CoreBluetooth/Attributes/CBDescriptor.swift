@@ -1,0 +1,39 @@
+import Foundation
+
+/// A descriptor of a characteristic: of a remote peripheral (found by discovery), or of the local
+/// database (``CBMutableDescriptor``).
+///
+/// `value` has the type Apple gives each descriptor: `String` for the User Description,
+/// `NSNumber` for the Extended Properties, Client and Server Configuration, `Data` otherwise.
+open class CBDescriptor: CBAttribute, @unchecked Sendable {
+    weak var characteristicStorage: CBCharacteristic?
+    var valueStorage: Any?
+    /// On a remote peripheral: the descriptor's handle.
+    var handle: UInt16 = 0
+
+    init(uuid: CBUUID, value: Any?, characteristic: CBCharacteristic?) {
+        characteristicStorage = characteristic
+        valueStorage = value
+        super.init(uuid: uuid)
+    }
+
+    /// The characteristic the descriptor belongs to.
+    public var characteristic: CBCharacteristic? { synchronized { characteristicStorage } }
+
+    /// The last value read or written (nil until then).
+    public var value: Any? { synchronized { valueStorage } }
+
+    open override var description: String {
+        "<CBDescriptor: \(Unmanaged.passUnretained(self).toOpaque()), UUID = \(uuid.uuidString), value = \(value.map { "\($0)" } ?? "(null)")>"
+    }
+}
+
+/// A descriptor of the local database. As on iOS, only the Characteristic User Description
+/// (`String`) and the Characteristic Presentation Format (`Data`, 7 bytes) may be added; the
+/// Client Characteristic Configuration and Extended Properties descriptors are made for you.
+open class CBMutableDescriptor: CBDescriptor, @unchecked Sendable {
+    /// A descriptor with the given type and value (fixed once published).
+    public init(type UUID: CBUUID, value: Any?) {
+        super.init(uuid: UUID, value: value, characteristic: nil)
+    }
+}

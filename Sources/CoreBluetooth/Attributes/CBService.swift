@@ -1,0 +1,62 @@
+import Foundation
+
+/// A service: of a remote peripheral (found by discovery), or of the local database
+/// (``CBMutableService``).
+open class CBService: CBAttribute, @unchecked Sendable {
+    weak var peripheralStorage: CBPeripheral?
+    let isPrimaryStorage: Bool
+    var includedServicesStorage: [CBService]?
+    var characteristicsStorage: [CBCharacteristic]?
+    /// The service's attribute handles: on a remote peripheral, from discovery; on the local
+    /// database, once published.
+    var handleRange: ClosedRange<UInt16>?
+
+    init(uuid: CBUUID, isPrimary: Bool, peripheral: CBPeripheral?, handles: ClosedRange<UInt16>?) {
+        peripheralStorage = peripheral
+        isPrimaryStorage = isPrimary
+        handleRange = handles
+        super.init(uuid: uuid)
+    }
+
+    /// The peripheral the service belongs to (nil for a local service).
+    public var peripheral: CBPeripheral? { synchronized { peripheralStorage } }
+
+    /// Whether the service is primary (secondary services are only included by others).
+    public var isPrimary: Bool { isPrimaryStorage }
+
+    /// The included services discovered so far (nil until discovered).
+    public var includedServices: [CBService]? { synchronized { includedServicesStorage } }
+
+    /// The characteristics discovered so far (nil until discovered).
+    public var characteristics: [CBCharacteristic]? { synchronized { characteristicsStorage } }
+
+    open override var description: String {
+        "<CBService: \(Unmanaged.passUnretained(self).toOpaque()), isPrimary = \(isPrimary ? "YES" : "NO"), UUID = \(uuid.uuidString)>"
+    }
+}
+
+/// A service of the local GATT database, for `CBPeripheralManager.add(_:)`. Once published it
+/// cannot change.
+open class CBMutableService: CBService, @unchecked Sendable {
+    /// A service with the given type.
+    public init(type UUID: CBUUID, primary isPrimary: Bool) {
+        super.init(uuid: UUID, isPrimary: isPrimary, peripheral: nil, handles: nil)
+    }
+
+    /// The services this one includes (published before it).
+    public override var includedServices: [CBService]? {
+        get { synchronized { includedServicesStorage } }
+        set { synchronized { includedServicesStorage = newValue } }
+    }
+
+    /// The service's characteristics.
+    public override var characteristics: [CBCharacteristic]? {
+        get { synchronized { characteristicsStorage } }
+        set {
+            synchronized {
+                characteristicsStorage = newValue
+                for characteristic in newValue ?? [] { characteristic.serviceStorage = self }
+            }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import Dispatch
+import Foundation
+import HCITransport
+import HostStack
+import Scheduling
+
+/// What both managers share: the state of the local Bluetooth device.
+///
+/// On Linux each manager instance is a device of its own (its own controller and address):
+/// see ``CBVirtualRadio`` and ``CBManagerOptionLinuxTransportKey`` for which controller.
+open class CBManager: NSObject, @unchecked Sendable {
+    private var stateStorage: CBManagerState = .unknown
+
+    /// The state of the device; `.unknown` until the first state callback.
+    public var state: CBManagerState { synchronized { stateStorage } }
+
+    /// The app's authorization to use Bluetooth: always allowed on Linux (access is governed by
+    /// the controller's permissions, such as the HCI user channel's CAP_NET_ADMIN).
+    @available(*, deprecated, message: "Use the class property CBManager.authorization instead")
+    public var authorization: CBManagerAuthorization { .allowedAlways }
+
+    /// The app's authorization to use Bluetooth: always allowed on Linux.
+    public class var authorization: CBManagerAuthorization { .allowedAlways }
+
+    let callbacks: CallbackQueue
+    /// Nil when the options or `CB_TRANSPORT` named no usable controller (`deviceProblem` says why).
+    let device: LocalDevice?
+    let deviceProblem: DeviceError?
+
+    /// A loop for the callback queue of a manager without a device (it never runs anything).
+    private static let idleLoop = EventLoop(name: "CoreBluetooth idle", pacing: .manual)
+
+    init(queue: DispatchQueue?, options: [String: Any]?) {
+        switch LocalDevice.make(options: options) {
+        case .success(let device):
+            self.device = device
+            deviceProblem = nil
+        case .failure(let problem):
+            device = nil
+            deviceProblem = problem
+        }
+        callbacks = CallbackQueue(queue: queue, clock: device?.loop ?? Self.idleLoop)
+        super.init()
+    }
+
+    deinit {
+        if let device { device.loop.execute { device.shutdown() } }
+    }
+
+    // MARK: For the subclasses
+
+    /// Starts the device; subclasses call it at the end of their init. The state callback
+    /// follows: `.poweredOn`, or `.unsupported` when the controller cannot be used.
+    func startDevice() {
+        guard let device else {
+            FileHandle.standardError.write(Data("[CoreBluetooth] no Bluetooth device: \(deviceProblem?.description ?? "?")\n".utf8))
+            deliverState(.unsupported)
+            return
+        }
+        device.loop.execute { [weak self] in
+            guard self != nil else { return }
+            device.start { [weak self] result in
+                guard let self else { return }
+                switch result {
+                case .success(let host):
+                    self.deviceDidStart(host)
+                    self.deliverState(.poweredOn)
+                case .failure(let problem):
+                    FileHandle.standardError.write(Data("[CoreBluetooth] Bluetooth device unusable: \(problem)\n".utf8))
+                    self.deliverState(.unsupported)
+                }
+            }
+        }
+    }
+
+    /// On the loop, when the device's host is up (first start and after a power cycle): attach
+    /// to `host` (become its delegate).
+    func deviceDidStart(_ host: LEHost) {}
+
+    /// On the loop, when the device's controller went away (powered off, transport closed):
+    /// drop connections and procedures; the state callback (`.poweredOff`) follows.
+    func deviceDidStop() {}
+
+    /// On the loop: subclasses call it from `LEHostDelegate.host(_:didClose:)`.
+    func hostDidClose(_ error: HCITransportError?) {
+        if let error { StackLog.log("\(device?.label ?? "controller") closed: \(error)") }
+        deviceDidStop()
+        deliverState(.poweredOff)
+    }
+
+    /// Sets `state` and calls the delegate's state callback, on the delegate queue.
+    func deliverState(_ newState: CBManagerState) {
+        callbacks.async { [weak self] in
+            guard let self else { return }
+            synchronized { self.stateStorage = newState }
+            self.stateDidChange()
+        }
+    }
+
+    /// On the delegate queue, after `state` changed: subclasses call their delegate.
+    func stateDidChange() {}
+
+    /// Whether `state` is `.poweredOn`; otherwise reports `call` as API misuse.
+    func requirePoweredOn(_ call: String) -> Bool {
+        let current = state
+        guard current == .poweredOn else {
+            APIMisuse.report("<\(type(of: self))> can only accept \(call) while in the powered on state (state is \(current))")
+            return false
+        }
+        return true
+    }
+
+    /// Runs `body` on the device's loop with its host, if the device is up.
+    func onLoop(_ body: @escaping @Sendable (LEHost) -> Void) {
+        guard let device else { return }
+        device.loop.execute { if let host = device.host { body(host) } }
+    }
+}
+
+// MARK: - Linux extensions
+
+extension CBManager {
+    /// **Linux extension.** This manager's device's own Bluetooth address ("CB:00:01:00:00:02"),
+    /// once it is powered on.
+    public var linuxDeviceAddress: String? {
+        guard let device, state == .poweredOn else { return nil }
+        if device.loop.inLoop { return device.address }
+        let result = Locked<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        device.loop.execute {
+            result.withLock { $0 = device.address }
+            done.signal()
+        }
+        done.wait()
+        return result.current
+    }
+
+    /// **Linux extension.** Moves this manager's device on its virtual radio (metres); RSSI
+    /// seen by others follows the distance. No effect on other controllers.
+    public func linuxMove(x: Double, y: Double, z: Double = 0) {
+        guard let device else { return }
+        device.loop.execute { device.move(to: .init(x: x, y: y, z: z)) }
+    }
+
+    /// **Linux extension.** Turns this manager's virtual controller off or back on, as the
+    /// user toggling Bluetooth: the state goes to `.poweredOff` (scans stop, connections drop)
+    /// and back to `.poweredOn`. No effect on other controllers.
+    public func linuxSetVirtualPower(_ on: Bool) {
+        guard let device else { return }
+        device.loop.execute { [weak self] in
+            guard let self, device.radio != nil else { return }
+            if on {
+                guard device.host == nil else { return }
+                device.start { [weak self] result in
+                    guard let self, case .success(let host) = result else { return }
+                    self.deviceDidStart(host)
+                    self.deliverState(.poweredOn)
+                }
+            } else {
+                guard device.host != nil else { return }
+                device.host?.delegate = nil
+                device.setVirtualPower(false)
+                self.deviceDidStop()
+                self.deliverState(.poweredOff)
+            }
+        }
+    }
+}
+
+/// A remote device: the peripheral a central talks to, or the central a peripheral serves.
+open class CBPeer: NSObject, NSCopying, @unchecked Sendable {
+    /// The device's identifier: made the first time the device is seen, and kept across runs.
+    public let identifier: UUID
+
+    init(identifier: UUID) {
+        self.identifier = identifier
+        super.init()
+    }
+
+    public func copy(with zone: NSZone? = nil) -> Any { self }
+}
+
+/// What services, characteristics and descriptors share: a UUID.
+open class CBAttribute: NSObject, @unchecked Sendable {
+    private let uuidStorage: CBUUID
+
+    /// The attribute's type.
+    public var uuid: CBUUID { uuidStorage }
+
+    init(uuid: CBUUID) {
+        uuidStorage = uuid
+        super.init()
+    }
+}

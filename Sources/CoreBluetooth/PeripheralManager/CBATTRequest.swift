@@ -1,0 +1,34 @@
+import Foundation
+
+/// One read or write of a local characteristic by a remote central, for the app to answer with
+/// `CBPeripheralManager.respond(to:withResult:)`.
+open class CBATTRequest: NSObject, @unchecked Sendable {
+    private let centralStorage: CBCentral
+    private let characteristicStorage: CBCharacteristic
+    private let offsetStorage: Int
+    private var valueStorage: Data?
+    /// Which ATT exchange this request belongs to, for the answer.
+    let transaction: Int
+
+    init(central: CBCentral, characteristic: CBCharacteristic, offset: Int, value: Data?, transaction: Int) {
+        centralStorage = central
+        characteristicStorage = characteristic
+        offsetStorage = offset
+        valueStorage = value
+        self.transaction = transaction
+        super.init()
+    }
+
+    /// The central asking.
+    public var central: CBCentral { centralStorage }
+    /// The characteristic read or written.
+    public var characteristic: CBCharacteristic { characteristicStorage }
+    /// Where in the value the read or write starts (zero-based).
+    public var offset: Int { offsetStorage }
+    /// For a write, the bytes written; for a read, nil until the app sets the bytes to send
+    /// (from `offset` on).
+    public var value: Data? {
+        get { synchronized { valueStorage } }
+        set { synchronized { valueStorage = newValue } }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import HCI
+import Scheduling
+import VirtualController
+
+/// **Linux extension.** An in-process virtual radio: every Core Bluetooth manager that joins it is
+/// its own device (its own virtual controller and address), like phones in one room, and they
+/// find and connect to each other over the air the radio simulates.
+///
+/// With nothing configured, managers join ``shared``, a radio on the wall clock, so a
+/// `CBPeripheralManager` and a `CBCentralManager` in one program see each other. Tests make a
+/// radio of their own on a virtual clock and join it with ``withCurrent(_:_:)`` (or the
+/// ``CBManagerOptionLinuxRadioKey`` option), then drive time with ``run(until:timeout:)``.
+public final class CBVirtualRadio: @unchecked Sendable {
+    /// How the radio's clock moves.
+    public enum Clock: Sendable, Hashable {
+        /// With the wall clock: what programs want.
+        case realTime
+        /// Only while the thread driving the radio waits in ``CBVirtualRadio/run(until:timeout:)``
+        /// or ``CBVirtualRadio/run(for:)``, and then as fast as the work allows, skipping idle
+        /// time but never past a delegate callback still queued or running: what tests want (a
+        /// 30-second timeout takes milliseconds, and every run is the same).
+        case virtual
+    }
+
+    public let clock: Clock
+    let loop: EventLoop
+    let radio: VirtualRadio
+    let identifiers: IdentifierStore
+    private let addressSeed: UInt64
+    private let deviceCount = Locked(0)
+
+    /// A radio of its own. `seed` fixes the radio's randomness (RSSI noise) and the devices'
+    /// addresses; identifiers of remote devices are kept in memory.
+    public init(clock: Clock = .virtual, seed: UInt64 = 1) {
+        self.clock = clock
+        loop = EventLoop(name: "CBVirtualRadio", pacing: clock == .virtual ? .unpaced : .realTime)
+        radio = VirtualRadio(loop: loop, seed: seed)
+        identifiers = IdentifierStore(fileURL: nil)
+        addressSeed = seed
+        // The thread that made the radio drives it: time stands still until it waits.
+        if clock == .virtual { loop.holdClock() }
+    }
+
+    private init(sharedWithIdentifiers identifiers: IdentifierStore) {
+        clock = .realTime
+        loop = EventLoop(name: "CBVirtualRadio.shared", pacing: .realTime)
+        radio = VirtualRadio(loop: loop, seed: 1)
+        self.identifiers = identifiers
+        addressSeed = 1
+    }
+
+    deinit { loop.shutdown() }
+
+    /// The radio that managers join when nothing else is configured (wall clock). Identifiers of
+    /// the devices seen on it are kept across runs, as on a phone.
+    public static let shared = CBVirtualRadio(sharedWithIdentifiers: .persistent)
+
+    @TaskLocal static var current: CBVirtualRadio?
+
+    /// Runs `body` with managers created in it (on this task) joining `radio` instead of
+    /// ``shared``.
+    public static func withCurrent<T>(_ radio: CBVirtualRadio, _ body: () throws -> T) rethrows -> T {
+        try $current.withValue(radio, operation: body)
+    }
+
+    /// Async form of ``withCurrent(_:_:)``.
+    public static func withCurrent<T>(_ radio: CBVirtualRadio, _ body: () async throws -> T) async rethrows -> T {
+        try await $current.withValue(radio, operation: body)
+    }
+
+    /// Makes the next device's controller: a public address unique on this radio (the same
+    /// sequence for the same seed, so identifiers stay stable across runs).
+    func makeController(position: RadioPosition) -> VirtualController {
+        let index = deviceCount.withLock { count -> UInt64 in
+            count += 1
+            return UInt64(count)
+        }
+        // 0xCB in the top octet marks our virtual devices; the seed keeps radios apart.
+        let value = (0xCB << 40) | ((addressSeed & 0xFFFF) << 24) | (index & 0xFF_FFFF)
+        return VirtualController(radio: radio, address: BluetoothAddress(value: value), position: position)
+    }
+
+    // MARK: Driving time (virtual clock)
+
+    /// Lets the radio's time run until `condition` holds, checking it after every delegate
+    /// callback, or until `timeout` of the radio's time passes (on a ``Clock/realTime`` radio,
+    /// of wall time). Returns whether the condition held. On a virtual clock, time stops again
+    /// when this returns, right where the condition became true.
+    ///
+    /// `condition` runs on the delegate queues' threads: read state the delegates write through
+    /// a lock (or the Core Bluetooth objects' own properties, which are thread-safe).
+    @discardableResult
+    public func run(until condition: @escaping @Sendable () -> Bool, timeout: Duration = .seconds(60)) -> Bool {
+        if condition() { return true }
+        guard clock == .virtual else {
+            return Self.waitForCallbacks(until: condition, timeout: timeout)
+        }
+        let waiter = CallbackWaiters.Waiter(condition: condition, clock: loop)
+        CallbackWaiters.shared.add(waiter)
+        defer { CallbackWaiters.shared.remove(waiter) }
+        let deadline = loop.schedule(after: timeout) { waiter.expire() }
+        loop.releaseClock()
+        // The wall-clock bound only matters if the radio's work never lets time reach the
+        // deadline (a livelock): it ends the wait instead of hanging the test.
+        waiter.wait(wallDeadline: Date(timeIntervalSinceNow: 120))
+        deadline.cancel()
+        return waiter.satisfied
+    }
+
+    /// Lets `duration` of the radio's time pass (on a ``Clock/realTime`` radio, of wall time).
+    public func run(for duration: Duration) {
+        guard clock == .virtual else {
+            Thread.sleep(forTimeInterval: Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+            return
+        }
+        _ = run(until: { false }, timeout: duration)
+    }
+
+    /// The radio's time since it was made.
+    public var now: Duration {
+        .nanoseconds(loop.currentTime.nanoseconds)
+    }
+
+    /// Waits (on the wall clock, up to `timeout`) until `condition` holds, checking it after
+    /// every delegate callback of every manager: for managers on external controllers, whose
+    /// time is the wall clock.
+    @discardableResult
+    public static func waitForCallbacks(until condition: @escaping @Sendable () -> Bool,
+                                        timeout: Duration = .seconds(60)) -> Bool {
+        if condition() { return true }
+        let waiter = CallbackWaiters.Waiter(condition: condition, clock: nil)
+        CallbackWaiters.shared.add(waiter)
+        defer { CallbackWaiters.shared.remove(waiter) }
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        waiter.wait(wallDeadline: Date(timeIntervalSinceNow: seconds))
+        return waiter.satisfied
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Scheduling
+
+/// Where one manager's delegate callbacks run: the app's queue, or the main queue when it gave
+/// none. While a callback is queued or running it holds the device's clock, so a virtual clock
+/// never leaps past an app that is still answering (a read request, say).
+final class CallbackQueue: @unchecked Sendable {
+    let queue: DispatchQueue
+    private let clock: EventLoop
+
+    init(queue: DispatchQueue?, clock: EventLoop) {
+        self.queue = queue ?? .main
+        self.clock = clock
+    }
+
+    /// Runs `body` on the delegate queue, after the callbacks already queued.
+    func async(_ body: @escaping @Sendable () -> Void) {
+        clock.holdClock()
+        queue.async { [clock] in
+            body()
+            CallbackWaiters.shared.callbackFinished()
+            clock.releaseClock()
+        }
+    }
+}
+
+/// Threads waiting for a condition on the objects' state (the test and tool helpers
+/// `CBVirtualRadio.run(until:)` and `CBVirtualRadio.waitForCallbacks(until:)`). The condition
+/// is checked after every delegate callback, on the callback's queue.
+final class CallbackWaiters: @unchecked Sendable {
+    static let shared = CallbackWaiters()
+    private let waiters = Locked<[Waiter]>([])
+
+    final class Waiter: @unchecked Sendable {
+        private let condition: @Sendable () -> Bool
+        /// Taken (held) when the wait ends, so the waiting thread owns the clock again.
+        private let clock: EventLoop?
+        private let signal = NSCondition()
+        private var finished = false
+        private(set) var satisfied = false
+
+        init(condition: @escaping @Sendable () -> Bool, clock: EventLoop?) {
+            self.condition = condition
+            self.clock = clock
+        }
+
+        func check() {
+            signal.lock()
+            defer { signal.unlock() }
+            guard !finished, condition() else { return }
+            finish(satisfied: true)
+        }
+
+        func expire() {
+            signal.lock()
+            defer { signal.unlock() }
+            guard !finished else { return }
+            finish(satisfied: false)
+        }
+
+        private func finish(satisfied: Bool) {
+            finished = true
+            self.satisfied = satisfied
+            clock?.holdClock()
+            signal.broadcast()
+        }
+
+        /// Waits until the condition held or the waiter expired; `wallDeadline` bounds a wait no
+        /// timer will end.
+        func wait(wallDeadline: Date) {
+            signal.lock()
+            while !finished {
+                if !signal.wait(until: wallDeadline) {
+                    if !finished { finish(satisfied: condition()) }
+                }
+            }
+            signal.unlock()
+        }
+    }
+
+    func add(_ waiter: Waiter) { waiters.withLock { $0.append(waiter) } }
+    func remove(_ waiter: Waiter) { waiters.withLock { $0.removeAll { $0 === waiter } } }
+
+    func callbackFinished() {
+        let current = waiters.withLock { $0 }
+        for waiter in current { waiter.check() }
+    }
+}
