@@ -1,4 +1,6 @@
+import AssignedNumbers
 import Foundation
+import GATT
 
 /// A descriptor of a characteristic: of a remote peripheral (found by discovery), or of the local
 /// database (``CBMutableDescriptor``).
@@ -22,6 +24,19 @@ open class CBDescriptor: CBAttribute, @unchecked Sendable {
 
     /// The last value read or written (nil until then).
     public var value: Any? { synchronized { valueStorage } }
+
+    /// A descriptor value as read, in Apple's type for its UUID.
+    static func typedValue(_ bytes: [UInt8], uuid: BluetoothUUID) -> Any {
+        switch uuid {
+        case .characteristicUserDescription:
+            return String(decoding: bytes, as: UTF8.self)
+        case .characteristicExtendedProperties, .clientCharacteristicConfiguration, .serverCharacteristicConfiguration:
+            let value = bytes.prefix(2).enumerated().reduce(0) { $0 | (Int($1.element) << (8 * $1.offset)) }
+            return NSNumber(value: value)
+        default:
+            return Data(bytes)
+        }
+    }
 
     open override var description: String {
         "<CBDescriptor: \(Unmanaged.passUnretained(self).toOpaque()), UUID = \(uuid.uuidString), value = \(value.map { "\($0)" } ?? "(null)")>"

@@ -1,5 +1,7 @@
+import AssignedNumbers
 import Dispatch
 import Foundation
+import HCI
 import HostStack
 
 /// Options for `registerForConnectionEvents(options:)`.
@@ -13,6 +15,9 @@ public struct CBConnectionEventMatchingOption: Hashable, RawRepresentable, Senda
 }
 
 /// The local device as a central: scans for peripherals, connects to them.
+///
+/// Each instance is a device of its own (see ``CBVirtualRadio``). Its calls are safe from any
+/// thread; the delegate is called on the queue given at init (the main queue when nil).
 open class CBCentralManager: CBManager, @unchecked Sendable {
     /// Features a central may support.
     public struct Feature: OptionSet, Sendable {
@@ -23,6 +28,18 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     private weak var delegateStorage: CBCentralManagerDelegate?
+    private var isScanningStorage = false
+    /// The peripheral objects the app holds, by identifier (the manager does not keep them
+    /// alive, as on iOS: releasing one cancels its connection).
+    private var peripheralObjects: [UUID: WeakPeripheral] = [:]
+    /// Released objects' entries are dropped when the map grows past this.
+    private var pruneThreshold = 64
+    /// The central role on the device's loop, while the device is on. Loop-confined.
+    private var engine: CentralEngine?
+
+    private struct WeakPeripheral {
+        weak var object: CBPeripheral?
+    }
 
     /// Who hears about state, discoveries and connections (held weakly).
     public weak var delegate: CBCentralManagerDelegate? {
@@ -58,36 +75,219 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     /// Whether a scan is running.
-    public var isScanning: Bool { false }
+    public var isScanning: Bool { synchronized { isScanningStorage } }
+
+    // MARK: - Device life
+
+    override func deviceDidStart(_ host: LEHost) {
+        guard let device else { return }
+        let engine = CentralEngine(host: host, device: device, manager: self)
+        host.delegate = engine
+        self.engine = engine
+    }
+
+    override func deviceDidStop() {
+        engine?.shutdown()
+        engine = nil
+        synchronized { isScanningStorage = false }
+        for peripheral in livePeripherals() { peripheral.linkClosed() }
+    }
+
+    /// Runs `body` on the device's loop with the central engine, if the device is on.
+    func onEngine(_ body: @escaping @Sendable (CentralEngine) -> Void) {
+        guard let device else { return }
+        device.loop.execute { [weak self] in
+            guard let engine = self?.engine else { return }
+            body(engine)
+        }
+    }
+
+    // MARK: - Peripheral objects
+
+    /// The peripheral object for the device at `address`: the one the app holds, or a new one.
+    func peripheral(for address: LEAddress, advertisedName: String? = nil,
+                    advertisedServices: [BluetoothUUID] = []) -> CBPeripheral {
+        let identifier = identifiers.identifier(for: address)
+        return synchronized {
+            if let existing = peripheralObjects[identifier]?.object {
+                existing.advertisementSeen(name: advertisedName, services: advertisedServices)
+                return existing
+            }
+            let peripheral = CBPeripheral(identifier: identifier, address: address, name: advertisedName, manager: self)
+            peripheral.advertisedServiceUUIDs = Set(advertisedServices)
+            peripheralObjects[identifier] = WeakPeripheral(object: peripheral)
+            if peripheralObjects.count > pruneThreshold {
+                peripheralObjects = peripheralObjects.filter { $0.value.object != nil }
+                pruneThreshold = max(64, 2 * peripheralObjects.count)
+            }
+            return peripheral
+        }
+    }
+
+    /// The peripheral object the app holds for `address`, if any.
+    func existingPeripheral(for address: LEAddress) -> CBPeripheral? {
+        let identifier = identifiers.identifier(for: address)
+        return synchronized { peripheralObjects[identifier]?.object }
+    }
+
+    private func livePeripherals() -> [CBPeripheral] {
+        synchronized { peripheralObjects.values.compactMap(\.object) }
+    }
+
+    private var identifiers: IdentifierStore { device?.identifiers ?? .persistent }
+
+    /// A peripheral object went away: its connection, or pending connection, is cancelled.
+    func peripheralReleased(address: LEAddress) {
+        onEngine { [weak self] engine in
+            guard self?.existingPeripheral(for: address) == nil else { return }
+            engine.cancel(address, notify: false)
+        }
+    }
+
+    // MARK: - Retrieving peripherals
 
     /// The peripherals with these identifiers that this device has seen (now or in earlier runs).
-    open func retrievePeripherals(withIdentifiers identifiers: [UUID]) -> [CBPeripheral] { [] }
+    open func retrievePeripherals(withIdentifiers identifiers: [UUID]) -> [CBPeripheral] {
+        identifiers.compactMap { identifier in
+            guard let address = self.identifiers.address(for: identifier) else { return nil }
+            return peripheral(for: address)
+        }
+    }
 
-    /// The peripherals connected to this device that have any of these services.
-    open func retrieveConnectedPeripherals(withServices serviceUUIDs: [CBUUID]) -> [CBPeripheral] { [] }
+    /// The peripherals connected to this device that have (or advertised) any of these services.
+    open func retrieveConnectedPeripherals(withServices serviceUUIDs: [CBUUID]) -> [CBPeripheral] {
+        let wanted = Set(serviceUUIDs.map(\.bluetoothUUID))
+        return livePeripherals().filter { peripheral in
+            synchronized {
+                peripheral.linkStateStorage == .connected
+                    && !peripheral.knownServiceUUIDs.isDisjoint(with: wanted)
+            }
+        }.sorted { $0.identifier.uuidString < $1.identifier.uuidString }
+    }
+
+    // MARK: - Scanning
 
     /// Scans for peripherals advertising any of `serviceUUIDs` (all when nil); a new scan
     /// replaces the running one's services and options.
+    ///
+    /// Options: `CBCentralManagerScanOptionAllowDuplicatesKey` (a discovery for every
+    /// advertising packet instead of one per device and advertisement) and
+    /// `CBCentralManagerScanOptionSolicitedServiceUUIDsKey` (also devices soliciting these).
     open func scanForPeripherals(withServices serviceUUIDs: [CBUUID]?, options: [String: Any]? = nil) {
         guard requirePoweredOn("scanForPeripherals(withServices:options:)") else { return }
+        let allowDuplicates = Self.bool(options?[CBCentralManagerScanOptionAllowDuplicatesKey])
+        let solicited = (options?[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] as? [CBUUID]) ?? []
+        let request = ScanRequest(services: serviceUUIDs.map { Set($0.map(\.bluetoothUUID)) },
+                                  solicited: Set(solicited.map(\.bluetoothUUID)), allowDuplicates: allowDuplicates)
+        synchronized { isScanningStorage = true }
+        onEngine { $0.startScan(request) }
     }
 
     /// Stops scanning.
     open func stopScan() {
         guard requirePoweredOn("stopScan()") else { return }
+        synchronized { isScanningStorage = false }
+        onEngine { $0.stopScan() }
     }
+
+    /// The controller refused to scan.
+    func scanFailed() {
+        synchronized { isScanningStorage = false }
+    }
+
+    // MARK: - Connecting
 
     /// Connects to `peripheral`: never times out; stays pending until the peripheral appears
-    /// or `cancelPeripheralConnection(_:)`.
+    /// or `cancelPeripheralConnection(_:)`. Keep a strong reference to `peripheral`: releasing
+    /// it cancels the connection, as on iOS.
     open func connect(_ peripheral: CBPeripheral, options: [String: Any]? = nil) {
         guard requirePoweredOn("connect(_:options:)") else { return }
+        guard peripheral.manager === self else {
+            APIMisuse.report("connect(_:options:) with a peripheral of another central manager")
+            return
+        }
+        let address = peripheral.address
+        let shouldConnect = synchronized { () -> Bool in
+            switch peripheral.linkStateStorage {
+            case .disconnected, .disconnecting:
+                peripheral.linkStateStorage = .connecting
+                return true
+            case .connecting:
+                return false
+            case .connected:
+                return true
+            @unknown default:
+                return false
+            }
+        }
+        guard shouldConnect else { return }
+        let seconds = (options?[CBConnectPeripheralOptionStartDelayKey] as? NSNumber)?.doubleValue ?? 0
+        let delay: Duration = seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : .zero
+        onEngine { engine in
+            if delay == .zero {
+                engine.connect(address)
+            } else {
+                _ = engine.host.loop.schedule(after: delay) { [weak engine] in engine?.connect(address) }
+            }
+        }
     }
 
-    /// Disconnects from `peripheral`, or cancels a pending connection.
+    /// Disconnects from `peripheral`, or cancels a pending connection;
+    /// `centralManager(_:didDisconnectPeripheral:error:)` follows with no error.
     open func cancelPeripheralConnection(_ peripheral: CBPeripheral) {
         guard requirePoweredOn("cancelPeripheralConnection(_:)") else { return }
+        let address = peripheral.address
+        let active = synchronized { () -> Bool in
+            switch peripheral.linkStateStorage {
+            case .connected:
+                peripheral.linkStateStorage = .disconnecting
+                return true
+            case .connecting:
+                return true
+            default:
+                return false
+            }
+        }
+        guard active else { return }
+        onEngine { $0.cancel(address, notify: true) }
     }
 
-    /// Asks for connection events of matching peripherals.
+    /// Asks for connection events of matching peripherals (not reported on Linux yet).
     open func registerForConnectionEvents(options: [CBConnectionEventMatchingOption: Any]? = nil) {}
+
+    // MARK: - Delegate calls (from the loop)
+
+    /// Calls the delegate on its queue (nothing if the manager is gone).
+    func deliver(_ body: @escaping @Sendable (CBCentralManager, CBCentralManagerDelegate) -> Void) {
+        callbacks.async { [weak self] in
+            guard let self, let delegate = self.delegate else { return }
+            body(self, delegate)
+        }
+    }
+
+    func didConnect(_ peripheral: CBPeripheral) {
+        synchronized { peripheral.linkStateStorage = .connected }
+        deliver { manager, delegate in delegate.centralManager(manager, didConnect: peripheral) }
+    }
+
+    func didFailToConnect(_ peripheral: CBPeripheral, error: CBError) {
+        synchronized { peripheral.linkStateStorage = .disconnected }
+        deliver { manager, delegate in delegate.centralManager(manager, didFailToConnect: peripheral, error: error) }
+    }
+
+    func didDisconnect(_ peripheral: CBPeripheral, error: CBError?) {
+        synchronized { peripheral.linkStateStorage = .disconnected }
+        let timestamp = Date().timeIntervalSinceReferenceDate
+        deliver { manager, delegate in
+            delegate.centralManager(manager, didDisconnectPeripheral: peripheral, timestamp: timestamp,
+                                    isReconnecting: false, error: error)
+        }
+    }
+
+    /// Apple's Bool options arrive as NSNumber or Bool.
+    static func bool(_ value: Any?) -> Bool {
+        if let value = value as? Bool { return value }
+        if let value = value as? NSNumber { return value.boolValue }
+        return false
+    }
 }

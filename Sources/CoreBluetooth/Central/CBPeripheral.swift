@@ -1,20 +1,52 @@
+import ATT
+import AssignedNumbers
 import Foundation
+import GATT
+import HCI
 
 /// A remote peripheral, as a central sees it: made when it is discovered (or retrieved), and
 /// the object through which its GATT database is explored and used.
+///
+/// Discovered services, characteristics and descriptors stay on the object and keep their
+/// identity when discovered again. Keep a strong reference while you use it: releasing it
+/// cancels its connection, as on iOS.
 open class CBPeripheral: CBPeer, @unchecked Sendable {
+    // App-visible state, behind the object lock.
     private weak var delegateStorage: CBPeripheralDelegate?
     var nameStorage: String?
-    var stateStorage: CBPeripheralState = .disconnected
+    /// The name came from the peripheral's GAP Device Name (advertised names no longer apply).
+    var hasGAPName = false
+    var linkStateStorage: CBPeripheralState = .disconnected
     var servicesStorage: [CBService]?
     var rssiStorage: NSNumber?
+    var mtuStorage = ATTMTU.leDefault
+    var advertisedServiceUUIDs: Set<BluetoothUUID> = []
+    /// Writes without response the app may still make before `canSendWriteWithoutResponse`
+    /// turns false; returned as the link takes them.
+    var writeBudget = CBPeripheral.writeBudgetLimit
+    var owesWriteReadiness = false
+
+    /// The device's address (not shown to the app, as on iOS).
+    let address: LEAddress
     /// The central manager the peripheral belongs to.
     weak var manager: CBCentralManager?
 
-    init(identifier: UUID, name: String?, manager: CBCentralManager) {
+    /// Writes without response in flight between the app and the controller.
+    static let writeBudgetLimit = 32
+    /// Writes without response queued beyond the budget before more are dropped.
+    static let writeOverdraftLimit = 4096
+    /// The longest value a write with response may carry (a long write), as on iOS.
+    static let maximumLongWriteLength = 512
+
+    init(identifier: UUID, address: LEAddress, name: String?, manager: CBCentralManager) {
         nameStorage = name
+        self.address = address
         self.manager = manager
         super.init(identifier: identifier)
+    }
+
+    deinit {
+        manager?.peripheralReleased(address: address)
     }
 
     /// Who hears about discovery, values and writes (held weakly).
@@ -31,53 +63,554 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     public var rssi: NSNumber? { synchronized { rssiStorage } }
 
     /// Whether the app's connection is up.
-    public var state: CBPeripheralState { synchronized { stateStorage } }
+    public var state: CBPeripheralState { synchronized { linkStateStorage } }
 
     /// The services discovered so far (nil until discovered).
     public var services: [CBService]? { synchronized { servicesStorage } }
 
     /// Whether a `.withoutResponse` write would be sent now; when false, wait for
     /// `peripheralIsReady(toSendWriteWithoutResponse:)`.
-    public var canSendWriteWithoutResponse: Bool { false }
+    public var canSendWriteWithoutResponse: Bool {
+        synchronized { linkStateStorage == .connected && writeBudget > 0 }
+    }
 
     /// Whether the peripheral authorised ANCS (never on Linux).
     public var ancsAuthorized: Bool { false }
 
-    /// Reads the RSSI of the connection: `peripheral(_:didReadRSSI:error:)`.
-    open func readRSSI() {}
+    open override var description: String {
+        let (name, state, mtu) = synchronized { (nameStorage, linkStateStorage, mtuStorage) }
+        let stateName = ["disconnected", "connecting", "connected", "disconnecting"][state.rawValue]
+        return "<CBPeripheral: \(Unmanaged.passUnretained(self).toOpaque()), identifier = \(identifier.uuidString), name = \(name ?? "(null)"), mtu = \(mtu), state = \(stateName)>"
+    }
 
-    /// Discovers the services with these UUIDs (all when nil): `peripheral(_:didDiscoverServices:)`.
-    open func discoverServices(_ serviceUUIDs: [CBUUID]?) {}
+    // MARK: - Plumbing
 
-    /// Discovers services included by `service`.
-    open func discoverIncludedServices(_ includedServiceUUIDs: [CBUUID]?, for service: CBService) {}
+    /// Whether the peripheral is connected; otherwise `call` is reported as API misuse.
+    private func requireConnected(_ call: String) -> Bool {
+        guard state == .connected else {
+            APIMisuse.report("<CBPeripheral \(identifier.uuidString)> can only accept \(call) while connected")
+            return false
+        }
+        return true
+    }
 
-    /// Discovers characteristics of `service` (all when nil).
-    open func discoverCharacteristics(_ characteristicUUIDs: [CBUUID]?, for service: CBService) {}
+    /// Whether `attribute` belongs to this peripheral; otherwise `call` is reported as misuse.
+    private func requireOwn(_ service: CBService?, _ call: String) -> Bool {
+        guard let service, service.peripheral === self, service.handleRange != nil else {
+            APIMisuse.report("\(call) with an attribute that does not belong to peripheral \(identifier.uuidString)")
+            return false
+        }
+        return true
+    }
+
+    /// Runs `body` on the device's loop with the peripheral's link, if it is still up.
+    private func onLink(_ body: @escaping @Sendable (PeripheralLink, CentralEngine) -> Void) {
+        guard let manager else { return }
+        let address = self.address
+        manager.onEngine { engine in
+            guard let link = engine.link(for: address), !link.isClosed else { return }
+            body(link, engine)
+        }
+    }
+
+    /// Calls the delegate on the manager's queue; `update` runs just before, under the lock.
+    func deliver(update: (@Sendable () -> Void)? = nil,
+                 _ body: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate) -> Void) {
+        guard let manager else { return }
+        manager.callbacks.async { [weak self] in
+            guard let self else { return }
+            if let update { synchronized(update) }
+            if let delegate = self.delegate { body(self, delegate) }
+        }
+    }
+
+    // MARK: - Services
+
+    /// Discovers the services with these UUIDs (all when nil or empty):
+    /// `peripheral(_:didDiscoverServices:)`.
+    open func discoverServices(_ serviceUUIDs: [CBUUID]?) {
+        guard requireConnected("discoverServices(_:)") else { return }
+        let wanted = serviceUUIDs.flatMap { $0.isEmpty ? nil : $0.map(\.bluetoothUUID) }
+        onLink { [weak self] link, _ in
+            let finish: @Sendable (Result<[DiscoveredService], GATTClientError>) -> Void = { [weak self] result in
+                guard let self else { return }
+                switch result {
+                case .success(let found):
+                    self.mergeServices(found, requested: wanted)
+                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didDiscoverServices: nil) }
+                case .failure(let error):
+                    guard let error = StackErrors.error(error) else { return }
+                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didDiscoverServices: error) }
+                }
+            }
+            guard let wanted else { return link.client.discoverPrimaryServices(completion: finish) }
+            // Discover Primary Service by Service UUID, once per UUID, gathered into one answer.
+            let gathered = Gathered<DiscoveredService>(count: wanted.count)
+            for uuid in wanted {
+                link.client.discoverPrimaryServices(uuid: uuid) { result in
+                    if let all = gathered.add(result) { finish(all) }
+                }
+            }
+        }
+    }
+
+    private func mergeServices(_ found: [DiscoveredService], requested: [BluetoothUUID]?) {
+        synchronized {
+            let previous = servicesStorage ?? []
+            var merged: [CBService] = []
+            if let requested {
+                // Services of other types discovered earlier stay.
+                merged = previous.filter { !requested.contains($0.uuid.bluetoothUUID) }
+            }
+            for service in found {
+                let range = service.handles.lowerBound.rawValue ... service.handles.upperBound.rawValue
+                if let existing = previous.first(where: { $0.uuid.bluetoothUUID == service.uuid && $0.handleRange?.lowerBound == range.lowerBound }) {
+                    existing.handleRange = range
+                    merged.append(existing)
+                } else {
+                    merged.append(CBService(uuid: CBUUID(bluetoothUUID: service.uuid), isPrimary: true, peripheral: self, handles: range))
+                }
+            }
+            servicesStorage = merged.sorted { ($0.handleRange?.lowerBound ?? 0) < ($1.handleRange?.lowerBound ?? 0) }
+        }
+    }
+
+    /// UUIDs of the services known on the peripheral (discovered or advertised).
+    var knownServiceUUIDs: Set<BluetoothUUID> {
+        synchronized { advertisedServiceUUIDs.union((servicesStorage ?? []).map(\.uuid.bluetoothUUID)) }
+    }
+
+    private static func discovered(_ service: CBService) -> DiscoveredService? {
+        guard let range = synchronized({ service.handleRange }) else { return nil }
+        return DiscoveredService(uuid: service.uuid.bluetoothUUID, handles: ATTHandle(range.lowerBound) ... ATTHandle(range.upperBound),
+                                 isPrimary: service.isPrimary)
+    }
+
+    /// Discovers services included by `service` (among these UUIDs, all when nil).
+    open func discoverIncludedServices(_ includedServiceUUIDs: [CBUUID]?, for service: CBService) {
+        guard requireConnected("discoverIncludedServices(_:for:)"), requireOwn(service, "discoverIncludedServices(_:for:)"),
+              let target = Self.discovered(service) else { return }
+        let wanted = includedServiceUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
+        onLink { [weak self] link, _ in
+            link.client.discoverIncludedServices(of: target) { result in
+                guard let self else { return }
+                switch result {
+                case .success(let found):
+                    self.mergeIncluded(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: nil)
+                    }
+                case .failure(let error):
+                    guard let error = StackErrors.error(error) else { return }
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
+                    }
+                }
+            }
+        }
+    }
+
+    private func mergeIncluded(_ found: [DiscoveredIncludedService], into service: CBService, requested: Set<BluetoothUUID>?) {
+        synchronized {
+            let previous = service.includedServicesStorage ?? []
+            var merged = requested.map { wanted in previous.filter { !wanted.contains($0.uuid.bluetoothUUID) } } ?? []
+            for included in found {
+                let range = included.handles.lowerBound.rawValue ... included.handles.upperBound.rawValue
+                // The same service object as in `services` when it was discovered there too.
+                let known = previous + (servicesStorage ?? [])
+                if let existing = known.first(where: { $0.uuid.bluetoothUUID == included.uuid && $0.handleRange?.lowerBound == range.lowerBound }) {
+                    merged.append(existing)
+                } else {
+                    merged.append(CBService(uuid: CBUUID(bluetoothUUID: included.uuid), isPrimary: false, peripheral: self, handles: range))
+                }
+            }
+            service.includedServicesStorage = merged
+        }
+    }
+
+    // MARK: - Characteristics
+
+    /// Discovers characteristics of `service` (among these UUIDs, all when nil):
+    /// `peripheral(_:didDiscoverCharacteristicsFor:error:)`.
+    open func discoverCharacteristics(_ characteristicUUIDs: [CBUUID]?, for service: CBService) {
+        guard requireConnected("discoverCharacteristics(_:for:)"), requireOwn(service, "discoverCharacteristics(_:for:)"),
+              let target = Self.discovered(service) else { return }
+        let wanted = characteristicUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
+        onLink { [weak self] link, _ in
+            link.client.discoverCharacteristics(of: target) { result in
+                guard let self else { return }
+                switch result {
+                case .success(let found):
+                    self.mergeCharacteristics(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: nil)
+                    }
+                case .failure(let error):
+                    guard let error = StackErrors.error(error) else { return }
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
+                    }
+                }
+            }
+        }
+    }
+
+    private func mergeCharacteristics(_ found: [DiscoveredCharacteristic], into service: CBService, requested: Set<BluetoothUUID>?) {
+        synchronized {
+            let previous = service.characteristicsStorage ?? []
+            var merged = requested.map { wanted in previous.filter { !wanted.contains($0.uuid.bluetoothUUID) } } ?? []
+            for characteristic in found {
+                let properties = CBCharacteristicProperties(rawValue: UInt(characteristic.properties.rawValue))
+                let object: CBCharacteristic
+                if let existing = previous.first(where: { $0.valueHandle == characteristic.valueHandle.rawValue && $0.uuid.bluetoothUUID == characteristic.uuid }) {
+                    object = existing
+                    object.propertiesStorage = properties
+                } else {
+                    object = CBCharacteristic(uuid: CBUUID(bluetoothUUID: characteristic.uuid), properties: properties,
+                                              value: nil, service: service)
+                }
+                object.declarationHandle = characteristic.declarationHandle.rawValue
+                object.valueHandle = characteristic.valueHandle.rawValue
+                object.endHandle = characteristic.endHandle.rawValue
+                merged.append(object)
+            }
+            service.characteristicsStorage = merged.sorted { $0.valueHandle < $1.valueHandle }
+        }
+    }
+
+    private func requireOwn(_ characteristic: CBCharacteristic, _ call: String) -> DiscoveredCharacteristic? {
+        guard requireOwn(characteristic.service, call) else { return nil }
+        return synchronized {
+            DiscoveredCharacteristic(uuid: characteristic.uuid.bluetoothUUID, declarationHandle: ATTHandle(characteristic.declarationHandle),
+                                     valueHandle: ATTHandle(characteristic.valueHandle),
+                                     properties: GATTCharacteristicProperties(rawValue: UInt8(truncatingIfNeeded: characteristic.propertiesStorage.rawValue)),
+                                     endHandle: ATTHandle(characteristic.endHandle))
+        }
+    }
 
     /// Reads the value (long values entirely): `peripheral(_:didUpdateValueFor:error:)`.
-    open func readValue(for characteristic: CBCharacteristic) {}
+    open func readValue(for characteristic: CBCharacteristic) {
+        guard requireConnected("readValue(for:)"), let target = requireOwn(characteristic, "readValue(for:)") else { return }
+        guard characteristic.properties.contains(.read) else {
+            let error = CBATTError(.readNotPermitted, description: "Reading is not permitted.")
+            return deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
+        }
+        onLink { [weak self] link, _ in
+            link.client.readValue(of: target.valueHandle) { result in
+                self?.deliverValue(result, for: characteristic)
+            }
+        }
+    }
 
-    /// The longest value one write of `type` can carry (from the negotiated ATT MTU; long
-    /// writes make `.withResponse` longer).
-    open func maximumWriteValueLength(for type: CBCharacteristicWriteType) -> Int { 20 }
+    private func deliverValue(_ result: Result<[UInt8], GATTClientError>, for characteristic: CBCharacteristic) {
+        switch result {
+        case .success(let bytes):
+            let value = Data(bytes)
+            deliver(update: { characteristic.valueStorage = value }) { peripheral, delegate in
+                delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: nil)
+            }
+        case .failure(let error):
+            guard let error = StackErrors.error(error) else { return }
+            deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
+        }
+    }
 
-    /// Writes the value: `.withResponse` answers with `peripheral(_:didWriteValueFor:error:)`.
-    open func writeValue(_ data: Data, for characteristic: CBCharacteristic, type: CBCharacteristicWriteType) {}
+    /// The longest value one write of `type` can carry: ATT_MTU − 3 without response (from the
+    /// negotiated MTU), 512 with response (longer values go as a long write).
+    open func maximumWriteValueLength(for type: CBCharacteristicWriteType) -> Int {
+        switch type {
+        case .withoutResponse: synchronized { ATTMTU.maximumWriteValueLength(mtu: mtuStorage) }
+        default: Self.maximumLongWriteLength
+        }
+    }
 
-    /// Turns notifications (or indications, when the characteristic only indicates) on or off.
-    open func setNotifyValue(_ enabled: Bool, for characteristic: CBCharacteristic) {}
+    /// Writes the value: `.withResponse` answers with `peripheral(_:didWriteValueFor:error:)`
+    /// (values longer than ATT_MTU − 3 go as a long write); `.withoutResponse` is silent and
+    /// paced by `canSendWriteWithoutResponse`.
+    open func writeValue(_ data: Data, for characteristic: CBCharacteristic, type: CBCharacteristicWriteType) {
+        guard requireConnected("writeValue(_:for:type:)"), let target = requireOwn(characteristic, "writeValue(_:for:type:)") else { return }
+        let bytes = [UInt8](data)
+        if type == .withoutResponse {
+            guard characteristic.properties.contains(.writeWithoutResponse) else {
+                APIMisuse.report("writeValue(_:for:type:) without response to characteristic \(characteristic.uuid.uuidString), which does not allow it")
+                return
+            }
+            let accepted = synchronized { () -> Bool in
+                guard writeBudget > -Self.writeOverdraftLimit else { return false }
+                writeBudget -= 1
+                if writeBudget <= 0 { owesWriteReadiness = true }
+                return true
+            }
+            guard accepted else {
+                APIMisuse.report("writes without response made while canSendWriteWithoutResponse is false are being dropped")
+                return
+            }
+            onLink { link, _ in link.enqueueWrite(bytes, to: target.valueHandle) }
+            return
+        }
+        guard characteristic.properties.contains(.write) else {
+            let error = CBATTError(.writeNotPermitted, description: "Writing is not permitted.")
+            return deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error) }
+        }
+        guard bytes.count <= Self.maximumLongWriteLength else {
+            let error = CBATTError(.invalidAttributeValueLength, description: "The value's length is invalid.")
+            return deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error) }
+        }
+        onLink { [weak self] link, _ in
+            link.client.writeValue(bytes, to: target.valueHandle) { result in
+                guard let self else { return }
+                let error: (any Error)?
+                switch result {
+                case .success: error = nil
+                case .failure(let failure):
+                    guard let mapped = StackErrors.error(failure) else { return }
+                    error = mapped
+                }
+                self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error) }
+            }
+        }
+    }
 
-    /// Discovers the descriptors of `characteristic`.
-    open func discoverDescriptors(for characteristic: CBCharacteristic) {}
+    /// Turns notifications (or indications, when the characteristic only indicates) on or off:
+    /// `peripheral(_:didUpdateNotificationStateFor:error:)`, then each value through
+    /// `peripheral(_:didUpdateValueFor:error:)`.
+    open func setNotifyValue(_ enabled: Bool, for characteristic: CBCharacteristic) {
+        guard requireConnected("setNotifyValue(_:for:)"), let target = requireOwn(characteristic, "setNotifyValue(_:for:)") else { return }
+        guard !characteristic.properties.isDisjoint(with: [.notify, .indicate]) else {
+            let error = CBATTError(.requestNotSupported, description: "The request is not supported.")
+            return deliver { peripheral, delegate in
+                delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
+            }
+        }
+        let cccd = synchronized {
+            characteristic.descriptorsStorage?.first { $0.uuid.bluetoothUUID == .clientCharacteristicConfiguration }.map { ATTHandle($0.handle) }
+        }
+        onLink { [weak self] link, _ in
+            let finish: @Sendable (Result<Void, GATTClientError>) -> Void = { [weak self] result in
+                guard let self else { return }
+                switch result {
+                case .success:
+                    self.deliver(update: { characteristic.isNotifyingStorage = enabled }) { peripheral, delegate in
+                        delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: nil)
+                    }
+                case .failure(let failure):
+                    guard let error = StackErrors.error(failure) else { return }
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
+                    }
+                }
+            }
+            if enabled {
+                link.client.subscribe(to: target, clientConfiguration: cccd, onValue: { [weak self] bytes in
+                    self?.deliverValue(.success(bytes), for: characteristic)
+                }, completion: { finish($0.map { _ in () }) })
+            } else {
+                link.client.unsubscribe(from: target, clientConfiguration: cccd, completion: finish)
+            }
+        }
+    }
 
-    /// Reads a descriptor.
-    open func readValue(for descriptor: CBDescriptor) {}
+    // MARK: - Descriptors
+
+    /// Discovers the descriptors of `characteristic`: `peripheral(_:didDiscoverDescriptorsFor:error:)`.
+    open func discoverDescriptors(for characteristic: CBCharacteristic) {
+        guard requireConnected("discoverDescriptors(for:)"), let target = requireOwn(characteristic, "discoverDescriptors(for:)") else { return }
+        onLink { [weak self] link, _ in
+            link.client.discoverDescriptors(of: target) { result in
+                guard let self else { return }
+                switch result {
+                case .success(let found):
+                    self.mergeDescriptors(found, into: characteristic)
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: nil)
+                    }
+                case .failure(let error):
+                    guard let error = StackErrors.error(error) else { return }
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
+                    }
+                }
+            }
+        }
+    }
+
+    private func mergeDescriptors(_ found: [DiscoveredDescriptor], into characteristic: CBCharacteristic) {
+        synchronized {
+            let previous = characteristic.descriptorsStorage ?? []
+            characteristic.descriptorsStorage = found.map { descriptor in
+                if let existing = previous.first(where: { $0.handle == descriptor.handle.rawValue && $0.uuid.bluetoothUUID == descriptor.uuid }) {
+                    return existing
+                }
+                let object = CBDescriptor(uuid: CBUUID(bluetoothUUID: descriptor.uuid), value: nil, characteristic: characteristic)
+                object.handle = descriptor.handle.rawValue
+                return object
+            }
+        }
+    }
+
+    private func requireOwn(_ descriptor: CBDescriptor, _ call: String) -> ATTHandle? {
+        guard requireOwn(descriptor.characteristic?.service, call) else { return nil }
+        return ATTHandle(synchronized { descriptor.handle })
+    }
+
+    /// Reads a descriptor: `peripheral(_:didUpdateValueFor:error:)` (descriptor form). The value
+    /// has Apple's type for the descriptor (see ``CBDescriptor/value``).
+    open func readValue(for descriptor: CBDescriptor) {
+        guard requireConnected("readValue(for:)"), let handle = requireOwn(descriptor, "readValue(for:)") else { return }
+        onLink { [weak self] link, _ in
+            link.client.readValue(of: handle) { result in
+                guard let self else { return }
+                switch result {
+                case .success(let bytes):
+                    let value = Unchecked(CBDescriptor.typedValue(bytes, uuid: descriptor.uuid.bluetoothUUID))
+                    self.deliver(update: { descriptor.valueStorage = value.value }) { peripheral, delegate in
+                        delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: nil)
+                    }
+                case .failure(let failure):
+                    guard let error = StackErrors.error(failure) else { return }
+                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: error) }
+                }
+            }
+        }
+    }
 
     /// Writes a descriptor (never the Client Characteristic Configuration: use
-    /// `setNotifyValue(_:for:)`).
-    open func writeValue(_ data: Data, for descriptor: CBDescriptor) {}
+    /// `setNotifyValue(_:for:)`): `peripheral(_:didWriteValueFor:error:)` (descriptor form).
+    open func writeValue(_ data: Data, for descriptor: CBDescriptor) {
+        guard requireConnected("writeValue(_:for:)"), let handle = requireOwn(descriptor, "writeValue(_:for:)") else { return }
+        guard descriptor.uuid.bluetoothUUID != .clientCharacteristicConfiguration else {
+            APIMisuse.report("Client Characteristic Configuration descriptors must be configured using setNotifyValue(_:for:)")
+            return
+        }
+        let bytes = [UInt8](data)
+        onLink { [weak self] link, _ in
+            link.client.writeValue(bytes, to: handle) { result in
+                guard let self else { return }
+                let error: (any Error)?
+                switch result {
+                case .success: error = nil
+                case .failure(let failure):
+                    guard let mapped = StackErrors.error(failure) else { return }
+                    error = mapped
+                }
+                self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error) }
+            }
+        }
+    }
 
-    /// Opens an L2CAP channel (later work on Linux: reports operationNotSupported).
-    open func openL2CAPChannel(_ PSM: CBL2CAPPSM) {}
+    // MARK: - RSSI and L2CAP
+
+    /// Reads the RSSI of the connection: `peripheral(_:didReadRSSI:error:)`.
+    open func readRSSI() {
+        guard requireConnected("readRSSI()") else { return }
+        onLink { [weak self] link, engine in
+            engine.readRSSI(link) { result in
+                guard let self else { return }
+                switch result {
+                case .success(let rssi):
+                    let number = NSNumber(value: Int(rssi))
+                    self.deliver(update: { self.rssiStorage = number }) { peripheral, delegate in
+                        delegate.peripheral(peripheral, didReadRSSI: number, error: nil)
+                    }
+                case .failure(let error):
+                    self.deliver { peripheral, delegate in
+                        delegate.peripheral(peripheral, didReadRSSI: NSNumber(value: 127), error: error)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opens an L2CAP channel (later work on Linux: reports `CBError.Code.operationNotSupported`).
+    open func openL2CAPChannel(_ PSM: CBL2CAPPSM) {
+        guard requireConnected("openL2CAPChannel(_:)") else { return }
+        let error = CBError(.operationNotSupported, description: "L2CAP channels are not supported yet.")
+        deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: nil, error: error) }
+    }
+
+    // MARK: - From the link (on the loop)
+
+    func linkMTUChanged(_ mtu: Int) {
+        synchronized { mtuStorage = mtu }
+    }
+
+    /// The GAP Device Name was read. It replaces `name` on the delegate queue, in order with
+    /// the callbacks before it (a `didConnect` still queued shows the name it was made with).
+    func linkReadName(_ name: String) {
+        manager?.callbacks.async { [weak self] in
+            guard let self else { return }
+            let changed = synchronized { () -> Bool in
+                hasGAPName = true
+                guard nameStorage != name else { return false }
+                nameStorage = name
+                return true
+            }
+            if changed, let delegate { delegate.peripheralDidUpdateName(self) }
+        }
+    }
+
+    /// An advertisement seen while scanning (called with the object lock held).
+    func advertisementSeen(name: String?, services: [BluetoothUUID]) {
+        advertisedServiceUUIDs.formUnion(services)
+        guard let name, !hasGAPName, nameStorage != name else { return }
+        let hadName = nameStorage != nil
+        nameStorage = name
+        if hadName { deliver { peripheral, delegate in delegate.peripheralDidUpdateName(peripheral) } }
+    }
+
+    /// Service Changed: what was discovered in `range` is gone; the app rediscovers.
+    func linkServicesChanged(_ range: ClosedRange<ATTHandle>) {
+        let invalidated = synchronized { () -> [CBService] in
+            let all = servicesStorage ?? []
+            let stale = all.filter { service in
+                guard let handles = service.handleRange else { return false }
+                return handles.lowerBound <= range.upperBound.rawValue && range.lowerBound.rawValue <= handles.upperBound
+            }
+            if servicesStorage != nil { servicesStorage = all.filter { service in !stale.contains { $0 === service } } }
+            return stale
+        }
+        deliver { peripheral, delegate in delegate.peripheral(peripheral, didModifyServices: invalidated) }
+    }
+
+    func linkReturnedWriteBudget(_ count: Int) {
+        let ready = synchronized { () -> Bool in
+            writeBudget += count
+            guard owesWriteReadiness, writeBudget > 0 else { return false }
+            owesWriteReadiness = false
+            return true
+        }
+        if ready { deliver { peripheral, delegate in delegate.peripheralIsReady(toSendWriteWithoutResponse: peripheral) } }
+    }
+
+    /// The connection is gone: nothing is notifying and writes start afresh.
+    func linkClosed() {
+        synchronized {
+            linkStateStorage = .disconnected
+            writeBudget = Self.writeBudgetLimit
+            owesWriteReadiness = false
+            for service in servicesStorage ?? [] {
+                for characteristic in service.characteristicsStorage ?? [] { characteristic.isNotifyingStorage = false }
+            }
+        }
+    }
+}
+
+/// Results of several procedures that make one answer: the first failure, or all items.
+final class Gathered<Item>: @unchecked Sendable {
+    private var remaining: Int
+    private var items: [Item] = []
+    private var failure: GATTClientError?
+
+    init(count: Int) { remaining = count }
+
+    /// Adds one procedure's result; returns the whole answer after the last one.
+    func add(_ result: Result<[Item], GATTClientError>) -> Result<[Item], GATTClientError>? {
+        switch result {
+        case .success(let found): items += found
+        case .failure(let error): if failure == nil { failure = error }
+        }
+        remaining -= 1
+        guard remaining == 0 else { return nil }
+        return failure.map { .failure($0) } ?? .success(items)
+    }
 }

@@ -55,6 +55,18 @@ final class IdentifierStore: @unchecked Sendable {
         return id
     }
 
+    /// The address of the device with `identifier`, if this store has seen it.
+    func address(for identifier: UUID) -> LEAddress? {
+        let key = state.withLock { state -> String? in
+            loadIfNeeded(&state)
+            return state.byAddress.first { $0.value == identifier }?.key
+        }
+        guard let key else { return nil }
+        let parts = key.split(separator: "/")
+        guard parts.count == 2, let address = BluetoothAddress(String(parts[0])) else { return nil }
+        return LEAddress(parts[1] == "public" ? .publicDevice : .randomDevice, address)
+    }
+
     private func loadIfNeeded(_ state: inout (byAddress: [String: UUID], loaded: Bool)) {
         guard !state.loaded else { return }
         state.loaded = true

@@ -25,6 +25,8 @@ final class RawDevice: LEHostDelegate, @unchecked Sendable {
     private(set) var disconnectReason: HCIStatus?
     /// A GATT server to attach to each connection (set it before connecting).
     var server: GATTServer?
+    /// The ATT_MTU this device offers (set it before connecting); nil for the bearer's default.
+    var preferredMTU: Int?
 
     init(radio: CBVirtualRadio, position: RadioPosition = RadioPosition()) throws {
         self.radio = radio
@@ -35,7 +37,7 @@ final class RawDevice: LEHostDelegate, @unchecked Sendable {
             host.delegate = self
             host.start { result in
                 started.withLock { $0 = (try? result.get()) != nil }
-                CallbackWaiters.shared.callbackFinished()
+                CallbackWaiters.shared.callbackFinished(clock: self.radio.loop)
             }
         }
         guard radio.run(until: { started.current != nil }, timeout: .seconds(5)), started.current == true else {
@@ -66,7 +68,7 @@ final class RawDevice: LEHostDelegate, @unchecked Sendable {
         loop.execute { [self] in
             body(self) { outcome in
                 result.withLock { $0 = outcome }
-                CallbackWaiters.shared.callbackFinished()
+                CallbackWaiters.shared.callbackFinished(clock: self.radio.loop)
             }
         }
         guard radio.run(until: { result.current != nil }, timeout: timeout), let outcome = result.current else {
@@ -82,22 +84,23 @@ final class RawDevice: LEHostDelegate, @unchecked Sendable {
 
     func host(_ host: LEHost, didDiscover report: AdvertisingReport) {
         reports.append(report)
-        CallbackWaiters.shared.callbackFinished()
+        CallbackWaiters.shared.callbackFinished(clock: self.radio.loop)
     }
 
     func host(_ host: LEHost, didConnect connection: LEConnection) {
         self.connection = connection
         let bearer = ATTBearer(channel: connection.l2cap.att, loop: loop)
+        if let preferredMTU { bearer.preferredMTU = preferredMTU }
         self.bearer = bearer
         if let server { _ = server.attach(bearer) }
         client = GATTClient(bearer: bearer)
-        CallbackWaiters.shared.callbackFinished()
+        CallbackWaiters.shared.callbackFinished(clock: self.radio.loop)
     }
 
     func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus) {
         self.connection = nil
         disconnectReason = reason
-        CallbackWaiters.shared.callbackFinished()
+        CallbackWaiters.shared.callbackFinished(clock: self.radio.loop)
     }
 }
 
