@@ -319,6 +319,11 @@ struct Unchecked<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
+extension Unchecked where Value == () -> Bool {
+    /// The closure as `@Sendable`, for a caller that promises it only reads thread-safe state.
+    var sendable: @Sendable () -> Bool { { value() } }
+}
+
 /// The name this device gives itself in its GAP service: the machine's host name.
 enum LocalDeviceName {
     static let current: String = {

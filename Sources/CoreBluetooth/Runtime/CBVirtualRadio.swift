@@ -89,9 +89,12 @@ public final class CBVirtualRadio: @unchecked Sendable {
     /// when this returns, right where the condition became true.
     ///
     /// `condition` runs on the delegate queues' threads: read state the delegates write through
-    /// a lock (or the Core Bluetooth objects' own properties, which are thread-safe).
+    /// a lock (or the Core Bluetooth objects' own properties, which are thread-safe). It is not
+    /// `@Sendable` so that `#expect(radio.run(until: { … }))` compiles; it must only read
+    /// thread-safe state.
     @discardableResult
-    public func run(until condition: @escaping @Sendable () -> Bool, timeout: Duration = .seconds(60)) -> Bool {
+    public func run(until condition: @escaping () -> Bool, timeout: Duration = .seconds(60)) -> Bool {
+        let condition = Unchecked(condition).sendable
         if condition() { return true }
         guard clock == .virtual else {
             return Self.waitForCallbacks(until: condition, timeout: timeout)
@@ -129,8 +132,9 @@ public final class CBVirtualRadio: @unchecked Sendable {
     /// every delegate callback of every manager: for managers on external controllers, whose
     /// time is the wall clock.
     @discardableResult
-    public static func waitForCallbacks(until condition: @escaping @Sendable () -> Bool,
+    public static func waitForCallbacks(until condition: @escaping () -> Bool,
                                         timeout: Duration = .seconds(60)) -> Bool {
+        let condition = Unchecked(condition).sendable
         if condition() { return true }
         let waiter = CallbackWaiters.Waiter(condition: condition, clock: nil)
         CallbackWaiters.shared.add(waiter)
