@@ -3,7 +3,8 @@ import HCI
 import HCITransport
 import Scheduling
 
-/// A software LE controller: a link layer behind a real HCI interface, on a `VirtualRadio`.
+/// A software LE controller: a link layer behind a real HCI interface, on a `VirtualRadio` (or
+/// any `RadioMedium`, such as a `RadioProxy` to a radio another process hosts).
 ///
 /// A host drives it only with HCI packets, exactly as it drives hardware: through the
 /// in-process link (`makeHostTransport()`), or any `HCITransport` served elsewhere (an H4 TCP
@@ -28,7 +29,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         public init() {}
     }
 
-    public let radio: VirtualRadio
+    public let radio: any RadioMedium
     public let configuration: Configuration
     public let publicAddress: BluetoothAddress
     public private(set) var radioID: RadioDeviceID = 0
@@ -73,7 +74,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
 
     /// Creates a controller on `radio` with the given public address. Call `powerOn` (or let
     /// `makeHostTransport` do it) to attach it to the radio.
-    public init(radio: VirtualRadio, address: BluetoothAddress, configuration: Configuration = Configuration(),
+    public init(radio: any RadioMedium, address: BluetoothAddress, configuration: Configuration = Configuration(),
                 position: RadioPosition = RadioPosition()) {
         self.radio = radio
         self.publicAddress = address

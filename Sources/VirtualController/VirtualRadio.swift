@@ -26,7 +26,7 @@ extension RadioDevice {
 ///
 /// Everything on one radio runs on the radio's event loop, so a run with a given seed is
 /// deterministic. What crosses between devices is link-layer PDUs with real encodings.
-public final class VirtualRadio: @unchecked Sendable {
+public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     public let loop: EventLoop
     public var airTime: AirTimeMode
     public var pathLoss: PathLossModel
@@ -190,15 +190,15 @@ public final class VirtualRadio: @unchecked Sendable {
     public func isLinkReachable(_ accessAddress: UInt32) -> Bool { links[accessAddress]?.reachable ?? false }
 
     /// A fresh random access address for a new connection.
-    func newAccessAddress() -> UInt32 {
+    public func newAccessAddress() -> UInt32 {
         while true {
             let aa = UInt32(truncatingIfNeeded: random.next())
             if aa != 0x8E89_BED6 && links[aa] == nil && aa.nonzeroBitCount > 4 { return aa }
         }
     }
 
-    func randomUInt64() -> UInt64 { random.next() }
-    func randomInt(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
+    public func randomUInt64() -> UInt64 { random.next() }
+    public func randomInt(in range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
 
     private func reevaluateLinks() {
         for aa in links.keys.sorted() {
