@@ -25,7 +25,7 @@ public final class CBVirtualRadio: @unchecked Sendable {
 
     public let clock: Clock
     let loop: EventLoop
-    let radio: VirtualRadio
+    let radio: any RadioMedium
     let identifiers: IdentifierStore
     private let addressSeed: UInt64
     private let deviceCount = Locked(0)
@@ -50,7 +50,31 @@ public final class CBVirtualRadio: @unchecked Sendable {
         addressSeed = 1
     }
 
+    /// A radio another process hosts (`cbtool radio --listen PATH`), joined over its socket.
+    private init(joining proxy: RadioProxy) {
+        clock = .realTime
+        loop = proxy.loop
+        radio = proxy
+        identifiers = .persistent
+        // Addresses unique across the processes on the radio: the process's number on it.
+        addressSeed = 0x8000 | UInt64(proxy.client & 0x7FFF)
+    }
+
     deinit { loop.shutdown() }
+
+    /// The radios this process joined, by socket path: one connection per radio, whatever the
+    /// number of managers on it.
+    private static let joined = Locked<[String: CBVirtualRadio]>([:])
+
+    /// The radio at the Unix socket `path` (`CB_TRANSPORT=virtual:PATH`), joined on first use.
+    static func joining(path: String) throws -> CBVirtualRadio {
+        try joined.withLock { radios in
+            if let radio = radios[path] { return radio }
+            let radio = CBVirtualRadio(joining: try RadioProxy(path: path))
+            radios[path] = radio
+            return radio
+        }
+    }
 
     /// The radio that managers join when nothing else is configured (wall clock). Identifiers of
     /// the devices seen on it are kept across runs, as on a phone.

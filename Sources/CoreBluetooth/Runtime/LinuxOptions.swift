@@ -2,7 +2,8 @@
 // are marked "Linux" in their names so that code using them is plainly not iOS code.
 
 /// **Linux extension.** The controller this manager's device uses, in the form `CB_TRANSPORT`
-/// takes (`String`): `virtual`, `tcp:HOST:PORT`, `unix:PATH`, `serial:DEVICE[:BAUD]`, `hci:N`.
+/// takes (`String`): `virtual`, `virtual:PATH` (the radio `cbtool radio --listen PATH` hosts for
+/// several processes), `tcp:HOST:PORT`, `unix:PATH`, `serial:DEVICE[:BAUD]`, `hci:N`.
 /// Overrides `CB_TRANSPORT` for this manager.
 public let CBManagerOptionLinuxTransportKey = "kCBLinuxOptionTransport"
 

@@ -69,8 +69,11 @@ final class LocalDevice: @unchecked Sendable {
         case .virtual(path: nil):
             return .success(virtual(on: .shared, snoop: snoop, position: position))
         case .virtual(path: let path?):
-            return .failure(DeviceError(description:
-                "the shared radio at \(path) is not supported yet; use tcp: with `cbtool controller --listen`"))
+            do {
+                return .success(virtual(on: try CBVirtualRadio.joining(path: path), snoop: snoop, position: position))
+            } catch {
+                return .failure(DeviceError(description: "virtual:\(path): \(error)"))
+            }
         default:
             let loop = EventLoop(name: "CoreBluetooth \(spec)", pacing: .realTime)
             return .success(LocalDevice(loop: loop, radio: nil, identifiers: .persistent, label: "\(spec)",
