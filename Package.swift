@@ -63,11 +63,14 @@ let package = Package(
             "L2CAP", "HostStack", "ATT", "GATT", "GAP",
         ]),
 
-        // The command-line tool: demo, virtual controllers served over H4.
-        .executableTarget(name: "cbtool", dependencies: [
-            "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling",
+        // cbtool's commands (demo, scan, explore, read/write/subscribe, simulate, radio, and the
+        // raw-HCI ones), as a library so that tests run them in-process.
+        .target(name: "CBTool", dependencies: [
+            "CoreBluetooth", "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // The command-line tool: a thin entry to CBTool.
+        .executableTarget(name: "cbtool", dependencies: ["CBTool"]),
         // Benchmarks (release builds): figures recorded in BENCHMARKS.md.
         .executableTarget(name: "cbbench", dependencies: ["HCI"]),
 
@@ -104,6 +107,8 @@ let package = Package(
             "CoreBluetooth", "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver",
             "VirtualController", "L2CAP", "HostStack", "ATT", "GATT", "GAP", "TestSupport",
         ]),
+        // cbtool in-process (demo, specs, argument errors) and as processes sharing a radio.
+        .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
             "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",

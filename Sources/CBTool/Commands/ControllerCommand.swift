@@ -6,7 +6,7 @@ import Scheduling
 import VirtualController
 
 /// Serves virtual controllers, all on one virtual radio, as H4 TCP servers.
-struct ControllerServer: ParsableCommand {
+struct ControllerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "controller",
         abstract: "Serve virtual LE controllers over H4 TCP (one per --listen, all on one radio).",

@@ -8,9 +8,10 @@ import VirtualController
 
 /// The first thing to run: two devices on the embedded virtual radio doing what every BLE
 /// connection does, over real HCI, with our host driver on both sides.
-struct Demo: ParsableCommand {
+struct HCIDemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a peripheral and a central on the embedded virtual radio and show what happens.")
+        commandName: "hci-demo",
+        abstract: "Two virtual controllers driven over raw HCI: advertise, scan, connect, exchange MTU, encrypt, disconnect.")
 
     func run() throws {
         let loop = EventLoop(name: "demo", pacing: .manual)

@@ -10,7 +10,7 @@ import VirtualController
 
 /// Starts the controller a transport string names and prints what it says about itself; can
 /// also scan. The first thing to try with a new adapter, board or virtual controller.
-struct HCIInfo: ParsableCommand {
+struct HCIInfoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "hci-info",
         abstract: "Initialise a controller over HCI, print its identity and buffers, and optionally scan.",
@@ -20,7 +20,7 @@ struct HCIInfo: ParsableCommand {
             """
     )
 
-    @Option(name: .long, help: "virtual | tcp:HOST:PORT | unix:PATH | serial:DEVICE[:BAUD] | hci:N (default: CB_TRANSPORT).")
+    @Option(name: .long, help: "virtual | virtual:PATH | tcp:HOST:PORT | unix:PATH | serial:DEVICE[:BAUD] | hci:N (default: CB_TRANSPORT).")
     var transport: String?
 
     @Option(name: .long, help: "Scan (active, legacy commands) for this many seconds and print each report.")
@@ -37,9 +37,12 @@ struct HCIInfo: ParsableCommand {
         defer { loop.shutdown() }
         var hciTransport: HCITransport
         if case .virtual(let path?) = spec {
-            throw ToolError("virtual:\(path): joining a shared radio is not available yet; use `virtual` (in-process)")
-        }
-        if spec.isVirtual {
+            // A controller of ours on the radio another process shares (`cbtool radio --listen`).
+            let proxy: RadioProxy
+            do { proxy = try RadioProxy(path: path, loop: loop) } catch { throw ToolError("virtual:\(path): \(error)") }
+            let address = BluetoothAddress(value: 0xC0_00_00_00_00_00 | UInt64(proxy.client) << 16 | 1)
+            hciTransport = VirtualController(radio: proxy, address: address).makeHostTransport()
+        } else if spec.isVirtual {
             let radio = VirtualRadio(loop: loop)
             hciTransport = VirtualController(radio: radio, address: BluetoothAddress(value: 0xC0_00_00_00_00_01)).makeHostTransport()
         } else {

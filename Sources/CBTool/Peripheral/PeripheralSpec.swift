@@ -1,0 +1,198 @@
+import CoreBluetooth
+import Foundation
+
+/// A simulated peripheral, as `cbtool simulate` reads it from JSON:
+///
+/// ```json
+/// { "name": "HeartRate", "position": [2, 0], "advertisedServices": ["180D"],
+///   "manufacturerData": "ffff0102",
+///   "services": [ { "uuid": "180D", "characteristics": [
+///       { "uuid": "2A37", "properties": ["notify"],
+///         "notify": { "interval": 1, "values": ["0048", "004a"] } },
+///       { "uuid": "2A38", "properties": ["read"], "value": "01",
+///         "descriptors": [ { "uuid": "2901", "text": "Body sensor location" } ] } ] } ] }
+/// ```
+public struct PeripheralSpec: Codable, Sendable, Equatable {
+    /// The advertised local name (also the GAP Device Name).
+    public var name: String
+    /// Service UUIDs to advertise (default: every primary service's).
+    public var advertisedServices: [String]?
+    /// Manufacturer-specific data (company identifier little-endian first), hex.
+    public var manufacturerData: String?
+    /// Where the device stands on the virtual radio, metres: [x, y] or [x, y, z].
+    public var position: [Double]?
+    public var services: [Service]
+
+    public struct Service: Codable, Sendable, Equatable {
+        public var uuid: String
+        public var primary: Bool?
+        public var characteristics: [Characteristic]?
+    }
+
+    public struct Characteristic: Codable, Sendable, Equatable {
+        public var uuid: String
+        /// read, write, writeWithoutResponse, notify, indicate.
+        public var properties: [String]
+        /// readable, writeable, readEncryptionRequired, writeEncryptionRequired (default: what
+        /// the properties need).
+        public var permissions: [String]?
+        /// The initial value, hex…
+        public var value: String?
+        /// …or UTF-8 text.
+        public var text: String?
+        public var descriptors: [Descriptor]?
+        /// Periodic notifications (or indications).
+        public var notify: Notify?
+        /// Writes to this characteristic are also set on, and notified from, the characteristic
+        /// with this UUID (an echo, like the book's EchoServer and RemoteLed).
+        public var echoTo: String?
+    }
+
+    public struct Descriptor: Codable, Sendable, Equatable {
+        /// 2901 (user description, `text`) or 2904 (presentation format, `value` hex).
+        public var uuid: String
+        public var text: String?
+        public var value: String?
+    }
+
+    public struct Notify: Codable, Sendable, Equatable {
+        /// Seconds between updates.
+        public var interval: Double
+        /// Values to send in turn (hex), cycling.
+        public var values: [String]?
+        /// Or a counter.
+        public var counter: Counter?
+    }
+
+    /// Counts from `start` to `end` by `step` and starts over; each value is `bytes` bytes
+    /// little-endian after the `prefix` bytes (hex).
+    public struct Counter: Codable, Sendable, Equatable {
+        public var start: Int
+        public var end: Int
+        public var step: Int?
+        public var bytes: Int?
+        public var prefix: String?
+    }
+
+    /// Reads and checks a spec file.
+    public static func load(path: String) throws -> PeripheralSpec {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw ToolError("cannot read spec \(path): \((error as NSError).localizedDescription)")
+        }
+        let spec: PeripheralSpec
+        do {
+            spec = try JSONDecoder().decode(PeripheralSpec.self, from: data)
+        } catch let error as DecodingError {
+            throw ToolError("spec \(path): \(describe(error))")
+        } catch {
+            throw ToolError("spec \(path): not JSON: \(error)")
+        }
+        do {
+            try spec.validate()
+        } catch let error as ToolError {
+            throw ToolError("spec \(path): \(error.description)")
+        }
+        return spec
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return keys.isEmpty ? "top level" : String(keys.drop { $0 == "." })
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "missing \"\(key.stringValue)\" at \(path(context))"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context): return "\(path(context)): \(context.debugDescription)"
+        case .dataCorrupted(let context): return "not valid JSON (\(path(context)): \(context.debugDescription))"
+        @unknown default: return "\(error)"
+        }
+    }
+
+    /// Checks every UUID, hex string, property and number before anything reaches Core
+    /// Bluetooth (whose CBUUID traps on malformed strings).
+    public func validate() throws {
+        guard !name.isEmpty else { throw ToolError("\"name\" is empty") }
+        for uuid in advertisedServices ?? [] { _ = try InputParsing.uuid(uuid) }
+        if let manufacturerData {
+            let bytes = try InputParsing.hex(manufacturerData)
+            guard bytes.count >= 2 else { throw ToolError("manufacturerData needs at least the 2-byte company identifier") }
+        }
+        if let position, !(2...3).contains(position.count) { throw ToolError("position must be [x, y] or [x, y, z]") }
+        guard !services.isEmpty else { throw ToolError("no services") }
+        for service in services {
+            _ = try InputParsing.uuid(service.uuid)
+            for c in service.characteristics ?? [] {
+                let where_ = "characteristic \(c.uuid)"
+                _ = try InputParsing.uuid(c.uuid)
+                _ = try Self.properties(c.properties, where_)
+                _ = try Self.permissions(c.permissions ?? [], where_)
+                if let value = c.value { _ = try InputParsing.hex(value) }
+                if c.value != nil && c.text != nil { throw ToolError("\(where_): give value or text, not both") }
+                for d in c.descriptors ?? [] {
+                    let uuid = try InputParsing.uuid(d.uuid)
+                    switch uuid.uuidString {
+                    case "2901": guard d.text != nil else { throw ToolError("\(where_): descriptor 2901 needs \"text\"") }
+                    case "2904":
+                        guard let value = d.value, try InputParsing.hex(value).count == 7 else {
+                            throw ToolError("\(where_): descriptor 2904 needs a 7-byte hex \"value\"")
+                        }
+                    default: throw ToolError("\(where_): only descriptors 2901 and 2904 can be added (the others are made for you)")
+                    }
+                }
+                if let notify = c.notify {
+                    guard notify.interval > 0 else { throw ToolError("\(where_): notify.interval must be positive") }
+                    guard c.properties.contains("notify") || c.properties.contains("indicate") else {
+                        throw ToolError("\(where_): notify needs the notify or indicate property")
+                    }
+                    for value in notify.values ?? [] { _ = try InputParsing.hex(value) }
+                    if let counter = notify.counter {
+                        if let prefix = counter.prefix { _ = try InputParsing.hex(prefix) }
+                        guard (1...8).contains(counter.bytes ?? 1) else { throw ToolError("\(where_): counter.bytes must be 1–8") }
+                        guard (counter.step ?? 1) != 0 else { throw ToolError("\(where_): counter.step must not be 0") }
+                    }
+                    guard !(notify.values ?? []).isEmpty || notify.counter != nil else {
+                        throw ToolError("\(where_): notify needs values or a counter")
+                    }
+                }
+                if let echo = c.echoTo {
+                    let target = try InputParsing.uuid(echo)
+                    let exists = services.contains { $0.characteristics?.contains { (try? InputParsing.uuid($0.uuid)) == target } == true }
+                    guard exists else { throw ToolError("\(where_): echoTo \(echo) is not a characteristic of this spec") }
+                }
+            }
+        }
+    }
+
+    static func properties(_ names: [String], _ where_: String) throws -> CBCharacteristicProperties {
+        var properties: CBCharacteristicProperties = []
+        for name in names {
+            switch name {
+            case "read": properties.insert(.read)
+            case "write": properties.insert(.write)
+            case "writeWithoutResponse": properties.insert(.writeWithoutResponse)
+            case "notify": properties.insert(.notify)
+            case "indicate": properties.insert(.indicate)
+            default: throw ToolError("\(where_): unknown property \"\(name)\" (read, write, writeWithoutResponse, notify, indicate)")
+            }
+        }
+        return properties
+    }
+
+    static func permissions(_ names: [String], _ where_: String) throws -> CBAttributePermissions {
+        var permissions: CBAttributePermissions = []
+        for name in names {
+            switch name {
+            case "readable": permissions.insert(.readable)
+            case "writeable": permissions.insert(.writeable)
+            case "readEncryptionRequired": permissions.insert(.readEncryptionRequired)
+            case "writeEncryptionRequired": permissions.insert(.writeEncryptionRequired)
+            default:
+                throw ToolError("\(where_): unknown permission \"\(name)\" (readable, writeable, readEncryptionRequired, writeEncryptionRequired)")
+            }
+        }
+        return permissions
+    }
+}

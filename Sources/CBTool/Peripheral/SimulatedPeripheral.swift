@@ -1,0 +1,239 @@
+import CoreBluetooth
+import Foundation
+
+/// A peripheral manager playing a `PeripheralSpec`: publishes its services, advertises its name
+/// and services, answers reads and writes from its own copy of the values, echoes writes where
+/// the spec says so, and sends the periodic notifications to subscribers.
+public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    public let spec: PeripheralSpec
+    private let context: ToolContext
+    private let log: @Sendable (String) -> Void
+    private let queue: DispatchQueue
+    private(set) var manager: CBPeripheralManager!
+    private let lock = NSLock()
+    // Under `lock`.
+    private var values: [ObjectIdentifier: Data] = [:]
+    private var characteristics: [CBMutableCharacteristic] = []
+    private var byUUID: [CBUUID: CBMutableCharacteristic] = [:]
+    private var services: [CBMutableService] = []
+    private var pendingServices = 0
+    private var advertisingStorage = false
+    private var problemStorage: String?
+    private var timers: [DispatchSourceTimer] = []
+    private var nextNotification: [ObjectIdentifier: Int] = [:]
+    private var echoTargets: [ObjectIdentifier: CBMutableCharacteristic] = [:]
+
+    /// Whether advertising has started.
+    public var isAdvertising: Bool { lock.withLock { advertisingStorage } }
+    /// Why the peripheral could not start, if it could not.
+    public var problem: String? { lock.withLock { problemStorage } }
+
+    /// Starts the peripheral (the manager powers on, then everything follows on its own).
+    /// `transport` overrides `CB_TRANSPORT` (a `CB_TRANSPORT` string).
+    /// `log` gets what happens (default: the context's error stream).
+    public init(spec: PeripheralSpec, context: ToolContext = .current, transport: String? = nil,
+                log: (@Sendable (String) -> Void)? = nil) {
+        self.spec = spec
+        self.context = context
+        self.log = log ?? context.error
+        queue = DispatchQueue(label: "cbtool.simulate.\(spec.name)")
+        super.init()
+        var options: [String: Any] = [CBPeripheralManagerOptionShowPowerAlertKey: false]
+        if let position = spec.position { options[CBManagerOptionLinuxPositionKey] = position }
+        if let transport { options[CBManagerOptionLinuxTransportKey] = transport }
+        manager = CBPeripheralManager(delegate: self, queue: queue, options: context.managerOptions(options))
+    }
+
+    /// Stops notifying and advertising.
+    public func stop() {
+        let timers = lock.withLock { () -> [DispatchSourceTimer] in
+            defer { self.timers = [] }
+            return self.timers
+        }
+        timers.forEach { $0.cancel() }
+        if manager.state == .poweredOn { manager.stopAdvertising() }
+    }
+
+    private func say(_ line: String) { log("[\(spec.name)] \(line)") }
+
+    private func fail(_ problem: String) {
+        lock.withLock { problemStorage = problem }
+        say(problem)
+    }
+
+    // MARK: Building the database (the spec was validated: the parsing cannot fail)
+
+    private func build() -> [CBMutableService] {
+        var built: [CBMutableService] = []
+        for serviceSpec in spec.services {
+            let service = CBMutableService(type: try! InputParsing.uuid(serviceSpec.uuid), primary: serviceSpec.primary ?? true)
+            var list: [CBMutableCharacteristic] = []
+            for c in serviceSpec.characteristics ?? [] {
+                let properties = try! PeripheralSpec.properties(c.properties, "")
+                var permissions = try! PeripheralSpec.permissions(c.permissions ?? [], "")
+                if c.permissions == nil {
+                    if properties.contains(.read) { permissions.insert(.readable) }
+                    if !properties.isDisjoint(with: [.write, .writeWithoutResponse]) { permissions.insert(.writeable) }
+                }
+                let initial = c.text.map { Data($0.utf8) } ?? c.value.map { try! InputParsing.hex($0) }
+                // Read-only values are cached (the stack answers); the others are ours to answer.
+                let cached = properties == [.read] && initial != nil
+                let characteristic = CBMutableCharacteristic(type: try! InputParsing.uuid(c.uuid), properties: properties,
+                                                             value: cached ? initial : nil, permissions: permissions)
+                characteristic.descriptors = (c.descriptors ?? []).map { d in
+                    let uuid = try! InputParsing.uuid(d.uuid)
+                    return CBMutableDescriptor(type: uuid, value: d.text ?? d.value.map { try! InputParsing.hex($0) } as Any?)
+                }
+                lock.withLock {
+                    values[ObjectIdentifier(characteristic)] = initial ?? Data()
+                    characteristics.append(characteristic)
+                    byUUID[characteristic.uuid] = byUUID[characteristic.uuid] ?? characteristic
+                }
+                list.append(characteristic)
+            }
+            service.characteristics = list
+            built.append(service)
+        }
+        // Echoes, now that every characteristic exists.
+        for (serviceSpec, service) in zip(spec.services, built) {
+            for (c, characteristic) in zip(serviceSpec.characteristics ?? [], service.characteristics ?? []) {
+                guard let echo = c.echoTo, let target = lock.withLock({ byUUID[try! InputParsing.uuid(echo)] }) else { continue }
+                lock.withLock { echoTargets[ObjectIdentifier(characteristic)] = target }
+            }
+        }
+        return built
+    }
+
+    // MARK: CBPeripheralManagerDelegate
+
+    public func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
+        switch peripheral.state {
+        case .poweredOn:
+            let services = build()
+            lock.withLock {
+                self.services = services
+                pendingServices = services.count
+            }
+            services.forEach { peripheral.add($0) }
+        case .unsupported, .unauthorized:
+            fail("no usable Bluetooth controller (state \(peripheral.state)); check CB_TRANSPORT")
+        default:
+            break
+        }
+    }
+
+    public func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
+        if let error {
+            fail("cannot publish service \(service.uuid.uuidString): \(CentralSession.describe(error))")
+            return
+        }
+        let remaining = lock.withLock { () -> Int in
+            pendingServices -= 1
+            return pendingServices
+        }
+        guard remaining == 0 else { return }
+        let advertised = advertisedServices()
+        if spec.manufacturerData != nil {
+            say("note: manufacturer data is not advertised: CBPeripheralManager.startAdvertising takes only the local name and service UUIDs")
+        }
+        peripheral.startAdvertising([CBAdvertisementDataLocalNameKey: spec.name,
+                                     CBAdvertisementDataServiceUUIDsKey: advertised])
+    }
+
+    /// The spec's advertised services, else every primary service's UUID.
+    private func advertisedServices() -> [CBUUID] {
+        spec.advertisedServices.map { $0.map { try! InputParsing.uuid($0) } }
+            ?? lock.withLock { services.filter(\.isPrimary).map(\.uuid) }
+    }
+
+    public func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
+        if let error {
+            fail("cannot advertise: \(CentralSession.describe(error))")
+            return
+        }
+        lock.withLock { advertisingStorage = true }
+        say("advertising as \"\(spec.name)\" with services \(advertisedServices().map(\.uuidString).joined(separator: ", "))")
+        startNotifications()
+    }
+
+    public func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveRead request: CBATTRequest) {
+        let value = lock.withLock { values[ObjectIdentifier(request.characteristic)] } ?? Data()
+        guard request.offset <= value.count else { return peripheral.respond(to: request, withResult: .invalidOffset) }
+        request.value = value.subdata(in: request.offset..<value.count)
+        peripheral.respond(to: request, withResult: .success)
+    }
+
+    public func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveWrite requests: [CBATTRequest]) {
+        guard let first = requests.first else { return }
+        for request in requests {
+            let id = ObjectIdentifier(request.characteristic)
+            let written = request.value ?? Data()
+            let echo = lock.withLock { () -> CBMutableCharacteristic? in
+                var value = values[id] ?? Data()
+                if request.offset == 0 { value = written } else {
+                    if value.count < request.offset { value.append(Data(count: request.offset - value.count)) }
+                    value.replaceSubrange(request.offset..<min(value.count, request.offset + written.count), with: written)
+                }
+                values[id] = value
+                return echoTargets[id]
+            }
+            say("\(request.characteristic.uuid.uuidString) written: \(GATTDescription.value(written, of: request.characteristic.uuid))")
+            if let echo { update(echo, with: written) }
+        }
+        peripheral.respond(to: first, withResult: .success)
+    }
+
+    public func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral,
+                                  didSubscribeTo characteristic: CBCharacteristic) {
+        say("a central subscribed to \(characteristic.uuid.uuidString)")
+    }
+
+    public func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral,
+                                  didUnsubscribeFrom characteristic: CBCharacteristic) {
+        say("a central unsubscribed from \(characteristic.uuid.uuidString)")
+    }
+
+    // MARK: Notifications
+
+    /// Sets the value and sends it to the subscribers (dropped if the queue is full).
+    private func update(_ characteristic: CBMutableCharacteristic, with value: Data) {
+        lock.withLock { values[ObjectIdentifier(characteristic)] = value }
+        _ = manager.updateValue(value, for: characteristic, onSubscribedCentrals: nil)
+    }
+
+    private func startNotifications() {
+        let pairs = spec.services.flatMap { $0.characteristics ?? [] }
+        let all = lock.withLock { characteristics }
+        for (c, characteristic) in zip(pairs, all) {
+            guard let notify = c.notify else { continue }
+            let timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.schedule(deadline: .now() + notify.interval, repeating: notify.interval)
+            timer.setEventHandler { [weak self] in self?.tick(characteristic, notify) }
+            lock.withLock { timers.append(timer) }
+            timer.resume()
+        }
+    }
+
+    private func tick(_ characteristic: CBMutableCharacteristic, _ notify: PeripheralSpec.Notify) {
+        let id = ObjectIdentifier(characteristic)
+        let n = lock.withLock { () -> Int in
+            defer { nextNotification[id, default: 0] += 1 }
+            return nextNotification[id, default: 0]
+        }
+        update(characteristic, with: Self.value(number: n, of: notify))
+    }
+
+    /// The `n`th value a notification schedule sends.
+    static func value(number n: Int, of notify: PeripheralSpec.Notify) -> Data {
+        if let values = notify.values, !values.isEmpty {
+            return (try? InputParsing.hex(values[n % values.count])) ?? Data()
+        }
+        guard let counter = notify.counter else { return Data() }
+        let step = counter.step ?? 1
+        let span = max(1, abs(counter.end - counter.start) / max(1, abs(step)) + 1)
+        let current = counter.start + (n % span) * step
+        var data = counter.prefix.flatMap { try? InputParsing.hex($0) } ?? Data()
+        for i in 0..<(counter.bytes ?? 1) { data.append(UInt8(truncatingIfNeeded: current >> (8 * i))) }
+        return data
+    }
+}

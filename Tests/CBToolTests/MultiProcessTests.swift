@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+
+/// The built `cbtool` as separate processes sharing one virtual radio over a Unix socket.
+/// Everything is bounded in wall time; children are killed when the test ends.
+@Suite(.serialized) struct MultiProcessTests {
+    static let binary = Repository.root.appendingPathComponent(".build/debug/cbtool").path
+
+    @Test func scanInOneProcessSeesSimulateInAnother() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first: \(Self.binary)")
+        let socket = "/tmp/cbtool-test-\(UUID().uuidString.prefix(8)).sock"
+        let identifiers = FileManager.default.temporaryDirectory.appendingPathComponent("cbtool-ids-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: identifiers) }
+        let environment = ["CB_TRANSPORT": "virtual:\(socket)", "CB_IDENTIFIER_STORE": identifiers]
+
+        let radio = try Child(Self.binary, ["radio", "--listen", socket, "--seconds", "30"], environment: [:])
+        defer { radio.kill() }
+        #expect(radio.waitForOutput(containing: "listening on \(socket)", seconds: 10))
+
+        let simulate = try Child(Self.binary, ["simulate", Repository.spec("heart-rate.json"), "--seconds", "30"],
+                                 environment: environment)
+        defer { simulate.kill() }
+        #expect(simulate.waitForOutput(containing: "simulating HeartRate", seconds: 10), "\(simulate.errorText)")
+
+        let scan = try Child(Self.binary, ["scan", "--json", "--seconds", "2"], environment: environment)
+        defer { scan.kill() }
+        #expect(scan.waitForExit(seconds: 10) == 0, "\(scan.errorText)")
+        let reports = scan.outputText.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        let heartRate = try #require(reports.first { $0["name"] as? String == "HeartRate" }, "\(scan.outputText)")
+        #expect(heartRate["services"] as? [String] == ["180D", "180F"])
+        #expect((heartRate["rssi"] as? Int).map { $0 < 0 } == true)
+
+        let read = try Child(Self.binary, ["read", "HeartRate", "2A19"], environment: environment)
+        defer { read.kill() }
+        #expect(read.waitForExit(seconds: 10) == 0, "\(read.errorText)")
+        #expect(read.outputText == "87 %  [57]\n")
+    }
+
+    @Test func demoRunsWithNoArgumentsAndNoRadio() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first")
+        let identifiers = FileManager.default.temporaryDirectory.appendingPathComponent("cbtool-ids-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: identifiers) }
+        let demo = try Child(Self.binary, ["demo"], environment: ["CB_TRANSPORT": "", "CB_IDENTIFIER_STORE": identifiers])
+        defer { demo.kill() }
+        #expect(demo.waitForExit(seconds: 20) == 0, "\(demo.errorText)")
+        #expect(demo.outputText.contains("the LED is off"))
+        #expect(demo.outputText.contains("came back intact"))
+    }
+}
+
+/// A child process whose output is collected as it comes; waits are bounded in wall time and
+/// wake on output or exit, never by sleeping.
+final class Child: @unchecked Sendable {
+    private let process = Process()
+    private let condition = NSCondition()
+    private var output = Data()
+    private var errors = Data()
+    private var exited = false
+
+    init(_ path: String, _ arguments: [String], environment: [String: String]) throws {
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            self?.append(data, error: false)
+        }
+        err.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            self?.append(data, error: true)
+        }
+        process.terminationHandler = { [weak self] _ in
+            guard let self else { return }
+            condition.lock()
+            exited = true
+            condition.broadcast()
+            condition.unlock()
+        }
+        try process.run()
+    }
+
+    private func append(_ data: Data, error: Bool) {
+        condition.lock()
+        if error { errors.append(data) } else { output.append(data) }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var outputText: String {
+        condition.lock()
+        defer { condition.unlock() }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    var errorText: String {
+        condition.lock()
+        defer { condition.unlock() }
+        return String(decoding: errors, as: UTF8.self)
+    }
+
+    /// Waits until the output contains `text` (false if the deadline passes or the child exits).
+    func waitForOutput(containing text: String, seconds: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        while !String(decoding: output, as: UTF8.self).contains(text) {
+            if exited || !condition.wait(until: deadline) { return String(decoding: output, as: UTF8.self).contains(text) }
+        }
+        return true
+    }
+
+    /// Waits for the child to exit; its status, or nil if the deadline passed.
+    func waitForExit(seconds: Double) -> Int32? {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        while !exited {
+            if !condition.wait(until: deadline) { break }
+        }
+        let done = exited
+        condition.unlock()
+        guard done else { return nil }
+        process.waitUntilExit()
+        // The pipes may still hold the last output: drain them.
+        for pipe in [process.standardOutput, process.standardError].compactMap({ $0 as? Pipe }) {
+            pipe.fileHandleForReading.readabilityHandler = nil
+            let rest = pipe.fileHandleForReading.readDataToEndOfFile()
+            append(rest, error: pipe === process.standardError as? Pipe)
+        }
+        return process.terminationStatus
+    }
+
+    func kill() {
+        if process.isRunning { process.terminate() }
+    }
+}
