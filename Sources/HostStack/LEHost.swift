@@ -84,6 +84,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     var isAdvertising = false
     /// The connection attempt in progress, for reporting its failure.
     var connecting: LEAddress?
+    /// The random address set in the controller, if any.
+    public internal(set) var randomAddress: BluetoothAddress?
 
     public init(transport: HCITransport, loop: EventLoop, configuration: HCIDriverConfiguration = HCIDriverConfiguration()) {
         driver = HCIDriver(transport: transport, loop: loop, configuration: configuration)
@@ -221,8 +223,11 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
             isAdvertising = false
             delegate?.hostDidStopAdvertising(self)
         }
-        // Longer link-layer packets when the controller can (LE Data Packet Length Extension).
-        if info?.leFeatures.contains(.leDataPacketLengthExtension) == true {
+        // Longer link-layer packets when the controller can (LE Data Packet Length Extension,
+        // and a maximum above the 27 octets every link starts with: some controllers set the
+        // feature bit but support 27 only, and answer the request with a broken event).
+        if info?.leFeatures.contains(.leDataPacketLengthExtension) == true,
+           (info?.maxDataLength?.supportedMaxTXOctets ?? 251) > 27 {
             driver.send(LESetDataLength(connectionHandle: handle, txOctets: 251, txTime: 2120)) { _ in }
         }
         delegate?.host(self, didConnect: connection)
