@@ -199,6 +199,15 @@ extension LEHost {
                                           encryptedDiversifier: ediv, longTermKey: longTermKey))], completion: completion)
     }
 
+    /// Asks for PHYs (LE Set PHY); `didUpdatePHYOf` follows when the link layer is done.
+    /// `completion` says whether the controller took the request.
+    public func setPHY(_ connection: LEConnection, tx: Set<LEPHY>, rx: Set<LEPHY>,
+                       completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        let mask = { (phys: Set<LEPHY>) in phys.reduce(UInt8(0)) { $0 | $1.maskBit } }
+        sequence([step(LESetPHY(connectionHandle: connection.handle, allPHYs: 0, txPHYs: mask(tx), rxPHYs: mask(rx)))],
+                 completion: completion)
+    }
+
     /// Asks for new connection parameters: as central directly, as peripheral through the
     /// link layer when both controllers support it, else through L2CAP signalling.
     public func updateParameters(_ connection: LEConnection, _ parameters: ConnectionParameters,
