@@ -282,12 +282,14 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// For an unpaced loop about to jump ahead: true when no hold is on; otherwise waits until
-    /// the holds are released or work arrives and returns false (the caller looks again).
+    /// For an unpaced loop about to jump ahead: true when no hold is on and no work was posted;
+    /// otherwise waits until the holds are released or work arrives and returns false (the
+    /// caller looks again). Work posted by a thread that then released its hold must run
+    /// before time jumps, or that thread's request would land after the leap.
     private func waitForClockRelease() -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        if clockHolds == 0 { return true }
+        if clockHolds == 0 { return inbox.isEmpty }
         while clockHolds > 0 && inbox.isEmpty && !stopRequested { condition.wait() }
         return false
     }

@@ -99,6 +99,9 @@ public final class CBVirtualRadio: @unchecked Sendable {
         let waiter = CallbackWaiters.Waiter(condition: condition, clock: loop)
         CallbackWaiters.shared.add(waiter)
         defer { CallbackWaiters.shared.remove(waiter) }
+        // Checked again now that callbacks see the waiter: work on other threads goes on while
+        // this thread holds the clock, and may have made the condition true in between.
+        if waiter.isAlreadySatisfied() { return true }
         let deadline = loop.schedule(after: timeout) { waiter.expire() }
         loop.releaseClock()
         // The wall-clock bound only matters if the radio's work never lets time reach the

@@ -18,7 +18,7 @@ final class CallbackQueue: @unchecked Sendable {
         clock.holdClock()
         queue.async { [clock] in
             body()
-            CallbackWaiters.shared.callbackFinished()
+            CallbackWaiters.shared.callbackFinished(clock: clock)
             clock.releaseClock()
         }
     }
@@ -31,10 +31,14 @@ final class CallbackWaiters: @unchecked Sendable {
     static let shared = CallbackWaiters()
     private let waiters = Locked<[Waiter]>([])
 
+    /// One waiting thread. Its condition is evaluated without any lock held: conditions may
+    /// block briefly (a test reading loop-confined state through the loop), and a lock held
+    /// across that would deadlock against the loop reporting its own callback.
     final class Waiter: @unchecked Sendable {
         private let condition: @Sendable () -> Bool
-        /// Taken (held) when the wait ends, so the waiting thread owns the clock again.
-        private let clock: EventLoop?
+        /// The clock of the radio waited on (nil for the wall clock): taken (held) when the
+        /// wait ends, so the waiting thread owns the clock again.
+        let clock: EventLoop?
         private let signal = NSCondition()
         private var finished = false
         private(set) var satisfied = false
@@ -44,11 +48,35 @@ final class CallbackWaiters: @unchecked Sendable {
             self.clock = clock
         }
 
-        func check() {
+        private var isFinished: Bool {
             signal.lock()
             defer { signal.unlock() }
-            guard !finished, condition() else { return }
+            return finished
+        }
+
+        func check() {
+            guard !isFinished, condition() else { return }
+            signal.lock()
+            defer { signal.unlock() }
+            guard !finished else { return }
             finish(satisfied: true)
+        }
+
+        /// Before the waiting thread lets go of the clock: whether the condition holds already.
+        /// The thread still holds the clock, so a hold taken by a callback that got there
+        /// first is given back.
+        func isAlreadySatisfied() -> Bool {
+            let holds = condition()
+            signal.lock()
+            defer { signal.unlock() }
+            if finished {
+                clock?.releaseClock()
+                return satisfied
+            }
+            guard holds else { return false }
+            finished = true
+            satisfied = true
+            return true
         }
 
         func expire() {
@@ -71,7 +99,10 @@ final class CallbackWaiters: @unchecked Sendable {
             signal.lock()
             while !finished {
                 if !signal.wait(until: wallDeadline) {
-                    if !finished { finish(satisfied: condition()) }
+                    signal.unlock()
+                    let holds = condition()
+                    signal.lock()
+                    if !finished { finish(satisfied: holds) }
                 }
             }
             signal.unlock()
@@ -81,8 +112,12 @@ final class CallbackWaiters: @unchecked Sendable {
     func add(_ waiter: Waiter) { waiters.withLock { $0.append(waiter) } }
     func remove(_ waiter: Waiter) { waiters.withLock { $0.removeAll { $0 === waiter } } }
 
-    func callbackFinished() {
+    /// A callback (or a test's event) finished: waiters on `clock`'s radio, and those on the
+    /// wall clock, look at their conditions again. Nil checks every waiter.
+    func callbackFinished(clock: EventLoop? = nil) {
         let current = waiters.withLock { $0 }
-        for waiter in current { waiter.check() }
+        for waiter in current where clock == nil || waiter.clock == nil || waiter.clock === clock {
+            waiter.check()
+        }
     }
 }
