@@ -475,6 +475,22 @@ private func makeService() -> CBMutableService {
         #expect(rig.recorder.writes.count == count)
     }
 
+    @Test func malformedRequestsAreAnsweredAndTheServerGoesOn() throws {
+        let rig = try Rig()
+        rig.add(makeService())
+        rig.recorder.onRead = answerRead(with: Data([42]))
+        let central = try rig.connectCentral()
+        let handle = try central.find(serviceUUID.uuidString).characteristic(dynamicUUID.uuidString).valueHandle
+        // A Write Request cut short, a Read Request with a stray octet, an unknown opcode, a
+        // Write Command to no attribute: straight onto the ATT channel.
+        for pdu: [UInt8] in [[0x12, 0x03], [0x0A, 0x03, 0x00, 0x00], [0x3F, 1, 2], [0x52, 0x00, 0x0F, 1]] {
+            #expect(central.onLoop { $0.connection!.l2cap.att.send(pdu) })
+            rig.radio.run(for: .milliseconds(100))
+        }
+        #expect(rig.recorder.writes.isEmpty)
+        #expect(try central.read(handle) == [42])
+    }
+
     // MARK: Advertising
 
     @Test func advertisingAcceptsOnlyTheNameAndServiceUUIDs() throws {
