@@ -1,0 +1,576 @@
+import ATT
+import AssignedNumbers
+import Foundation
+import GAP
+import GATT
+import HCI
+import HCITransport
+import HostStack
+import L2CAP
+import Scheduling
+
+/// The loop side of a `CBPeripheralManager`: the host's delegate, the GATT server with the
+/// published services, one link per connected central, advertising, pending requests and the
+/// notification FIFO.
+///
+/// Loop-confined, except `inbox` and `outstanding` (behind their locks), which the app's
+/// threads use without waiting for the loop.
+final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
+    weak var manager: CBPeripheralManager?
+
+    // MARK: Shared with the app's threads
+
+    /// Values `updateValue` accepted, waiting for the loop.
+    let inbox = Locked(UpdateInbox())
+    /// Requests handed to the delegate and not answered yet (their transaction numbers).
+    let outstanding = Locked(Set<Int>())
+
+    // MARK: Loop-confined
+
+    private var host: LEHost?
+    private var gatt: GATTServer?
+    private var links: [ObjectIdentifier: Link] = [:]
+    private var linksByHandle: [ConnectionHandle: Link] = [:]
+    private var linksByCentral: [ObjectIdentifier: Link] = [:]
+
+    private var published: [ObjectIdentifier: PublishedService] = [:]
+    private var characteristicsByHandle: [ATTHandle: CBMutableCharacteristic] = [:]
+    private var handlesByCharacteristic: [ObjectIdentifier: ATTHandle] = [:]
+
+    private var nextTransaction = 0
+    private var pendingAnswers: [Int: PendingAnswer] = [:]
+
+    private var advertising = AdvertisingState.off
+    private var advertisingParameters: AdvertisingParameters?
+
+    private var drained: [AcceptedUpdate] = []
+    private var fifo: [OutgoingUpdate] = []
+    private var fifoHead = 0
+    private var isPumping = false
+
+    /// Indications handed to one bearer and not confirmed yet, before its updates wait.
+    static let indicationWindow = 4
+
+    final class Link {
+        let connection: LEConnection
+        let bearer: ATTBearer
+        let gattConnection: GATTBearerConnection
+        let central: CBCentral
+        /// What the central asked for, by characteristic value handle.
+        var subscriptions: [ATTHandle: GATTClientConfiguration] = [:]
+        var indicationsInFlight = 0
+        var isOpen = true
+
+        init(connection: LEConnection, bearer: ATTBearer, gattConnection: GATTBearerConnection, central: CBCentral) {
+            self.connection = connection
+            self.bearer = bearer
+            self.gattConnection = gattConnection
+            self.central = central
+        }
+    }
+
+    struct PublishedService {
+        let service: CBMutableService
+        let id: GATTServiceID
+        let included: [ObjectIdentifier]
+        let characteristics: [(CBMutableCharacteristic, ATTHandle)]
+    }
+
+    enum PendingAnswer {
+        case read(link: ObjectIdentifier, respond: (Result<[UInt8], ATTErrorCode>) -> Void)
+        case write(link: ObjectIdentifier, respond: (ATTErrorCode?) -> Void)
+
+        var link: ObjectIdentifier {
+            switch self {
+            case .read(let link, _), .write(let link, _): link
+            }
+        }
+    }
+
+    enum AdvertisingState { case off, starting, on }
+
+    struct OutgoingUpdate {
+        let handle: ATTHandle
+        let value: [UInt8]
+        let centrals: [CBCentral]?
+        /// Nil until the first attempt; then the links that still have to take it.
+        var waitingLinks: [ObjectIdentifier]?
+        var isDone = false
+    }
+
+    // MARK: - Power
+
+    func deviceDidStart(_ host: LEHost) {
+        self.host = host
+        host.delegate = self
+        let gatt = GATTServer(deviceName: Self.defaultDeviceName)
+        // Flow control of indications is ours (`indicationWindow`); the server must not refuse
+        // a value we already took from the app.
+        gatt.indicationQueueLimit = Int.max
+        gatt.onRead = { [weak self] request, respond in self?.read(request, respond) }
+        gatt.onWrite = { [weak self] requests, respond in self?.write(requests, respond) }
+        gatt.onSubscriptionChange = { [weak self] connection, handle, configuration in
+            self?.subscriptionChanged(connection, handle, configuration)
+        }
+        self.gatt = gatt
+    }
+
+    /// The controller went away: connections end (each subscription with its unsubscribe),
+    /// advertising stops, and the database is cleared, as Core Bluetooth does below poweredOff.
+    func deviceDidStop() {
+        for link in Array(links.values) { closeLink(link) }
+        host?.delegate = nil
+        host = nil
+        gatt = nil
+        advertising = .off
+        advertisingParameters = nil
+        manager?.setAdvertisingFlag(false)
+        for record in published.values { forgetHandles(record) }
+        published = [:]
+        characteristicsByHandle = [:]
+        handlesByCharacteristic = [:]
+        fifo = []
+        fifoHead = 0
+        inbox.withLock { $0.reset() }
+    }
+
+    static let defaultDeviceName: String = {
+        let name = ProcessInfo.processInfo.hostName
+        return name.isEmpty || name == "localhost" ? "CoreBluetooth" : String(name.prefix(248))
+    }()
+
+    // MARK: - Delivering to the app
+
+    /// Runs `body` on the delegate queue with the manager and its delegate.
+    private func deliver(_ body: @escaping @Sendable (CBPeripheralManager, CBPeripheralManagerDelegate?) -> Void) {
+        guard let manager else { return }
+        manager.callbacks.async { [weak manager] in
+            guard let manager else { return }
+            body(manager, manager.delegate)
+        }
+    }
+
+    // MARK: - Services
+
+    func publish(_ blueprint: ServiceBlueprint) {
+        let service = blueprint.service
+        guard let gatt else { return }
+        func fail(_ error: CBError) {
+            APIMisuse.report("add(_:) of service \(service.uuid): \(error.userInfo[NSLocalizedDescriptionKey] as? String ?? "\(error.code)")")
+            deliver { manager, delegate in delegate?.peripheralManager(manager, didAdd: service, error: error) }
+        }
+        guard published[ObjectIdentifier(service)] == nil else {
+            return fail(ServiceBlueprint.invalid("service \(service.uuid) is already published"))
+        }
+        for characteristic in blueprint.characteristics where handlesByCharacteristic[ObjectIdentifier(characteristic)] != nil {
+            return fail(ServiceBlueprint.invalid("characteristic \(characteristic.uuid) already belongs to a published service"))
+        }
+        var includedIDs: [GATTServiceID] = []
+        var included: [ObjectIdentifier] = []
+        for other in blueprint.includedServices {
+            guard let record = published[ObjectIdentifier(other)] else {
+                return fail(ServiceBlueprint.invalid("service \(service.uuid) includes service \(other.uuid), which is not published; add it first"))
+            }
+            includedIDs.append(record.id)
+            included.append(ObjectIdentifier(other))
+        }
+        var definition = blueprint.gattService
+        definition.includedServices = includedIDs
+        let handles: GATTServiceHandles
+        do throws(GATTDatabaseError) {
+            handles = try gatt.addService(definition)
+        } catch {
+            let code: CBError.Code = error == .outOfHandles ? .outOfSpace : .invalidParameters
+            return fail(CBError(code, userInfo: [NSLocalizedDescriptionKey: "service \(service.uuid) cannot be published: \(error)"]))
+        }
+        var characteristics: [(CBMutableCharacteristic, ATTHandle)] = []
+        for (characteristic, placed) in zip(blueprint.characteristics, handles.characteristics) {
+            characteristics.append((characteristic, placed.value))
+            characteristicsByHandle[placed.value] = characteristic
+            handlesByCharacteristic[ObjectIdentifier(characteristic)] = placed.value
+        }
+        let record = PublishedService(service: service, id: handles.id, included: included, characteristics: characteristics)
+        published[ObjectIdentifier(service)] = record
+        let range = handles.range
+        let valueHandles = zip(blueprint.characteristics, handles.characteristics).map { ($0, $1) }
+        deliver { manager, delegate in
+            synchronized {
+                service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue
+                for (characteristic, placed) in valueHandles {
+                    characteristic.declarationHandle = placed.declaration.rawValue
+                    characteristic.valueHandle = placed.value.rawValue
+                }
+            }
+            delegate?.peripheralManager(manager, didAdd: service, error: nil)
+        }
+    }
+
+    func unpublish(_ service: CBMutableService) {
+        guard let gatt else { return }
+        let key = ObjectIdentifier(service)
+        guard let record = published[key] else {
+            APIMisuse.report("remove(_:) of service \(service.uuid), which is not published")
+            return
+        }
+        if let includer = published.values.first(where: { $0.included.contains(key) }) {
+            APIMisuse.report("remove(_:) of service \(service.uuid), which published service \(includer.service.uuid) includes; remove that one first")
+            return
+        }
+        do throws(GATTDatabaseError) {
+            try gatt.removeService(record.id)
+        } catch {
+            APIMisuse.report("remove(_:) of service \(service.uuid): \(error)")
+            return
+        }
+        drop(record)
+    }
+
+    func unpublishAll() {
+        guard let gatt else { return }
+        gatt.removeAllServices()
+        for record in published.values { drop(record) }
+    }
+
+    /// Forgets a removed service's handles; updates still queued for it are dropped.
+    private func drop(_ record: PublishedService) {
+        published[ObjectIdentifier(record.service)] = nil
+        var gone = Set<ATTHandle>()
+        for (characteristic, handle) in record.characteristics {
+            characteristicsByHandle[handle] = nil
+            handlesByCharacteristic[ObjectIdentifier(characteristic)] = nil
+            gone.insert(handle)
+            for link in links.values { link.subscriptions[handle] = nil }
+        }
+        for index in fifoHead..<fifo.count where gone.contains(fifo[index].handle) { fifo[index].isDone = true }
+        forgetHandles(record)
+        pump()
+    }
+
+    private func forgetHandles(_ record: PublishedService) {
+        let service = record.service
+        let characteristics = record.characteristics.map(\.0)
+        synchronized {
+            service.handleRange = nil
+            for characteristic in characteristics {
+                characteristic.declarationHandle = 0
+                characteristic.valueHandle = 0
+                characteristic.subscribedCentralsStorage = nil
+            }
+        }
+    }
+
+    // MARK: - Advertising
+
+    func startAdvertising(name: String?, serviceUUIDs: [BluetoothUUID]) {
+        guard let host, let gatt else { return }
+        guard advertising == .off else {
+            let error = CBError(.alreadyAdvertising)
+            deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: error) }
+            return
+        }
+        // Core Bluetooth keeps the scan response for the local name: UUIDs that do not fit
+        // the advertising data go to the overflow area.
+        let packer = AdvertisingPacker(serviceUUIDsMayUseScanResponse: false)
+        let packed = packer.pack(AdvertisingContent(flags: .leGeneralDiscoverableLEOnly, localName: name,
+                                                    serviceUUIDs: serviceUUIDs))
+        if !packed.overflowServiceUUIDs.isEmpty {
+            StackLog.log("advertising: service UUIDs \(packed.overflowServiceUUIDs) do not fit and are not advertised (overflow area)")
+        }
+        let parameters = AdvertisingParameters(connectable: true, scannable: true, intervalMin: 0x00A0, intervalMax: 0x00A0,
+                                               data: packed.advertisingData.encoded, scanResponse: packed.scanResponse.encoded)
+        if let name, !name.isEmpty { gatt.deviceName = String(name.prefix(248)) }
+        advertising = .starting
+        advertisingParameters = parameters
+        host.startAdvertising(parameters) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success:
+                if advertising == .starting {
+                    advertising = .on
+                    manager?.setAdvertisingFlag(true)
+                } else {
+                    // Stopped while starting: make sure the controller is quiet.
+                    self.host?.stopAdvertising { _ in }
+                }
+                deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: nil) }
+            case .failure(let failure):
+                if advertising == .starting { advertising = .off }
+                StackLog.log("advertising could not start: \(failure)")
+                let error = CBError(.unknown, userInfo: [NSLocalizedDescriptionKey: "the controller refused to advertise: \(failure)"])
+                deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: error) }
+            }
+        }
+    }
+
+    func stopAdvertising() {
+        manager?.setAdvertisingFlag(false)
+        guard advertising != .off else { return }
+        advertising = .off
+        advertisingParameters = nil
+        host?.stopAdvertising { result in
+            if case .failure(let error) = result { StackLog.log("stopping advertising failed: \(error)") }
+        }
+    }
+
+    /// Legacy connectable advertising stopped because a central connected: Core Bluetooth keeps
+    /// advertising while connected, so it starts again unless the app stopped it.
+    func hostDidStopAdvertising(_ host: LEHost) {
+        guard advertising == .on, let parameters = advertisingParameters else { return }
+        host.startAdvertising(parameters) { [weak self] result in
+            guard let self, case .failure(let error) = result, advertising == .on else { return }
+            StackLog.log("advertising could not resume while connected: \(error)")
+            advertising = .off
+            advertisingParameters = nil
+            manager?.setAdvertisingFlag(false)
+        }
+    }
+
+    // MARK: - Connections
+
+    func host(_ host: LEHost, didConnect connection: LEConnection) {
+        guard connection.role == .peripheral, let gatt, let device = manager?.device else { return }
+        let bearer = ATTBearer(channel: connection.l2cap.att, loop: host.loop)
+        bearer.log = StackLog.sink
+        let gattConnection = gatt.attach(bearer)
+        let central = CBCentral(identifier: device.identifiers.identifier(for: connection.peer),
+                                maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: bearer.mtu))
+        let link = Link(connection: connection, bearer: bearer, gattConnection: gattConnection, central: central)
+        links[ObjectIdentifier(gattConnection)] = link
+        linksByHandle[connection.handle] = link
+        linksByCentral[ObjectIdentifier(central)] = link
+        bearer.onMTUChanged = { mtu in
+            synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
+        }
+        let previousReady = bearer.onReadyToSendCommands
+        bearer.onReadyToSendCommands = { [weak self] in
+            previousReady?()
+            self?.pump()
+        }
+        // An indication the central never confirmed closes the bearer (ATT transaction
+        // timeout); a new bearer needs a new link, so the link goes too.
+        let previousClose = bearer.onClose
+        bearer.onClose = { [weak self, weak connection] reason in
+            previousClose?(reason)
+            guard reason == .transactionTimeout, let self, let connection, let host = self.host else { return }
+            StackLog.log("central \(connection.peer) did not confirm an indication in time; disconnecting")
+            host.disconnect(connection)
+        }
+    }
+
+    func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus) {
+        guard let link = linksByHandle[connection.handle] else { return }
+        closeLink(link)
+    }
+
+    func host(_ host: LEHost, didClose error: HCITransportError?) {
+        manager?.hostDidClose(error)
+    }
+
+    /// The link is gone: its subscriptions end (the server reports each), its unanswered
+    /// requests are forgotten, and updates waiting for it no longer do.
+    private func closeLink(_ link: Link) {
+        guard link.isOpen else { return }
+        gatt?.connectionClosed(link.gattConnection)
+        link.isOpen = false
+        let key = ObjectIdentifier(link.gattConnection)
+        links[key] = nil
+        linksByHandle[link.connection.handle] = nil
+        linksByCentral[ObjectIdentifier(link.central)] = nil
+        let abandoned = pendingAnswers.filter { $0.value.link == key }.map(\.key)
+        for id in abandoned { pendingAnswers[id] = nil }
+        if !abandoned.isEmpty { outstanding.withLock { $0.subtract(abandoned) } }
+        pump()
+    }
+
+    func setDesiredConnectionLatency(_ latency: CBPeripheralManagerConnectionLatency, for central: CBCentral) {
+        guard let host else { return }
+        guard let link = linksByCentral[ObjectIdentifier(central)] else {
+            APIMisuse.report("setDesiredConnectionLatency(_:for:) for a central that is not connected")
+            return
+        }
+        // Intervals in 1.25 ms units, supervision timeout in 10 ms units.
+        let parameters: ConnectionParameters
+        switch latency {
+        case .low: parameters = ConnectionParameters(intervalMin: 0x0006, intervalMax: 0x000C, latency: 0, timeout: 0x01F4)
+        case .medium: parameters = ConnectionParameters(intervalMin: 0x0018, intervalMax: 0x0028, latency: 0, timeout: 0x01F4)
+        case .high: parameters = ConnectionParameters(intervalMin: 0x0050, intervalMax: 0x0078, latency: 0, timeout: 0x0258)
+        }
+        host.updateParameters(link.connection, parameters) { result in
+            if case .failure(let error) = result { StackLog.log("connection parameter update refused: \(error)") }
+        }
+    }
+
+    // MARK: - Requests
+
+    private func read(_ request: GATTReadRequest, _ respond: @escaping (Result<[UInt8], ATTErrorCode>) -> Void) {
+        let key = ObjectIdentifier(request.connection)
+        guard let link = links[key], let characteristic = characteristicsByHandle[request.handle] else {
+            return respond(.failure(.unlikelyError))
+        }
+        nextTransaction += 1
+        let id = nextTransaction
+        pendingAnswers[id] = .read(link: key, respond: respond)
+        outstanding.withLock { _ = $0.insert(id) }
+        let attRequest = CBATTRequest(central: link.central, characteristic: characteristic, offset: request.offset,
+                                      value: nil, transaction: id)
+        deliver { manager, delegate in delegate?.peripheralManager(manager, didReceiveRead: attRequest) }
+    }
+
+    private func write(_ requests: [GATTWriteRequest], _ respond: @escaping (ATTErrorCode?) -> Void) {
+        guard let first = requests.first, let link = links[ObjectIdentifier(first.connection)] else {
+            return respond(.unlikelyError)
+        }
+        var characteristics: [CBMutableCharacteristic] = []
+        for request in requests {
+            guard let characteristic = characteristicsByHandle[request.handle] else { return respond(.unlikelyError) }
+            characteristics.append(characteristic)
+        }
+        let id: Int
+        if first.isCommand {
+            // Nobody waits for the answer to a Write Command: the app's one is ignored.
+            id = -1
+            respond(nil)
+        } else {
+            nextTransaction += 1
+            id = nextTransaction
+            pendingAnswers[id] = .write(link: ObjectIdentifier(first.connection), respond: respond)
+            outstanding.withLock { _ = $0.insert(id) }
+        }
+        let attRequests = zip(requests, characteristics).map { request, characteristic in
+            CBATTRequest(central: link.central, characteristic: characteristic, offset: request.offset,
+                         value: Data(request.value), transaction: id)
+        }
+        deliver { manager, delegate in delegate?.peripheralManager(manager, didReceiveWrite: attRequests) }
+    }
+
+    /// The app answered request `id` (already taken out of `outstanding`).
+    func answer(_ id: Int, _ result: CBATTError.Code, value: Data?) {
+        guard let pending = pendingAnswers.removeValue(forKey: id) else { return }
+        let error: ATTErrorCode? = result == .success ? nil : ATTErrorCode(rawValue: UInt8(truncatingIfNeeded: result.rawValue))
+        switch pending {
+        case .read(_, let respond):
+            if let error { respond(.failure(error)) } else { respond(.success(value.map { [UInt8]($0) } ?? [])) }
+        case .write(_, let respond):
+            respond(error)
+        }
+    }
+
+    // MARK: - Subscriptions
+
+    private func subscriptionChanged(_ connection: any GATTServerConnection, _ handle: ATTHandle,
+                                     _ configuration: GATTClientConfiguration) {
+        guard let link = links[ObjectIdentifier(connection)], let characteristic = characteristicsByHandle[handle] else { return }
+        let old = link.subscriptions[handle] ?? []
+        link.subscriptions[handle] = configuration.isEmpty ? nil : configuration
+        let central = link.central
+        if old.isEmpty && !configuration.isEmpty {
+            deliver { manager, delegate in
+                synchronized {
+                    var centrals = characteristic.subscribedCentralsStorage ?? []
+                    if !centrals.contains(where: { $0 === central }) { centrals.append(central) }
+                    characteristic.subscribedCentralsStorage = centrals
+                }
+                delegate?.peripheralManager(manager, central: central, didSubscribeTo: characteristic)
+            }
+        } else if !old.isEmpty && configuration.isEmpty {
+            deliver { manager, delegate in
+                synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
+                delegate?.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
+            }
+        }
+        // A new subscriber may unblock nothing, but one gone may free the FIFO's head.
+        if configuration.isEmpty { pump() }
+    }
+
+    // MARK: - Notifications and indications
+
+    /// Moves what `updateValue` accepted into the FIFO and sends what the bearers take.
+    func drainInbox() {
+        inbox.withLock { $0.take(into: &drained) }
+        var finished = 0
+        for accepted in drained {
+            guard let handle = handlesByCharacteristic[ObjectIdentifier(accepted.characteristic)] else {
+                finished += 1 // not published (any more): nobody to send it to
+                continue
+            }
+            var update = OutgoingUpdate(handle: handle, value: [UInt8](accepted.value), centrals: accepted.centrals)
+            if fifoHead == fifo.count, attempt(&update) {
+                finished += 1
+            } else {
+                fifo.append(update)
+            }
+        }
+        drained.removeAll(keepingCapacity: true)
+        release(finished)
+        pump()
+    }
+
+    /// Sends the FIFO's values in order while the bearers take them.
+    private func pump() {
+        guard !isPumping else { return }
+        isPumping = true
+        defer { isPumping = false }
+        var finished = 0
+        while fifoHead < fifo.count {
+            if !fifo[fifoHead].isDone, !attempt(&fifo[fifoHead]) { break }
+            fifoHead += 1
+            finished += 1
+        }
+        if fifoHead == fifo.count {
+            fifo.removeAll(keepingCapacity: true)
+            fifoHead = 0
+        } else if fifoHead >= 64 && fifoHead * 2 >= fifo.count {
+            fifo.removeFirst(fifoHead)
+            fifoHead = 0
+        }
+        release(finished)
+    }
+
+    /// Hands `update` to each subscribed target that has not taken it yet; true when all have.
+    private func attempt(_ update: inout OutgoingUpdate) -> Bool {
+        if let waiting = update.waitingLinks {
+            var still: [ObjectIdentifier] = []
+            for key in waiting {
+                if let link = links[key], !send(update, to: link) { still.append(key) }
+            }
+            update.waitingLinks = still
+            return still.isEmpty
+        }
+        var refused: [ObjectIdentifier] = []
+        if let centrals = update.centrals {
+            for central in centrals {
+                if let link = linksByCentral[ObjectIdentifier(central)], !send(update, to: link) {
+                    refused.append(ObjectIdentifier(link.gattConnection))
+                }
+            }
+        } else {
+            for (key, link) in links where !send(update, to: link) { refused.append(key) }
+        }
+        update.waitingLinks = refused
+        return refused.isEmpty
+    }
+
+    /// True when `link` took the value or does not want it; false when it must wait.
+    private func send(_ update: OutgoingUpdate, to link: Link) -> Bool {
+        guard link.isOpen, let configuration = link.subscriptions[update.handle] else { return true }
+        guard link.bearer.isOpen else { return true }
+        if configuration.contains(.notification) {
+            return link.bearer.notify(handle: update.handle, value: update.value)
+        }
+        guard link.indicationsInFlight < Self.indicationWindow else { return false }
+        link.indicationsInFlight += 1
+        link.bearer.indicate(handle: update.handle, value: update.value) { [weak self, weak link] _ in
+            guard let link else { return }
+            link.indicationsInFlight -= 1
+            self?.pump()
+        }
+        return true
+    }
+
+    /// Returns slots to `updateValue`; the readiness callback follows when it was owed.
+    private func release(_ count: Int) {
+        guard count > 0 else { return }
+        guard inbox.withLock({ $0.release(count) }) else { return }
+        deliver { manager, delegate in delegate?.peripheralManagerIsReady(toUpdateSubscribers: manager) }
+    }
+}

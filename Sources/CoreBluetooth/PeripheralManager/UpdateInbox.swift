@@ -1,0 +1,64 @@
+import Foundation
+
+/// One value `updateValue(_:for:onSubscribedCentrals:)` accepted, on its way to the loop.
+struct AcceptedUpdate: @unchecked Sendable {
+    let characteristic: CBMutableCharacteristic
+    let value: Data
+    /// Nil: every subscribed central.
+    let centrals: [CBCentral]?
+}
+
+/// The hand-off between `updateValue` (any thread, must not block on the loop) and the loop.
+///
+/// A fixed budget of updates may be in flight: accepted by `updateValue` and not yet handed to
+/// every subscriber's bearer. `updateValue` takes one slot (or returns false, and readiness is
+/// owed), appends the value to `pending`, and asks the loop to drain only when no drain is
+/// already asked for, so a burst of calls costs one loop job. The loop swaps `pending` for its
+/// own (empty) buffer, so neither side allocates per value once the buffers have grown.
+/// Slots come back as values leave the loop's FIFO; readiness is delivered once half the budget
+/// is free again, so an app refilling from `peripheralManagerIsReady` sends in batches.
+struct UpdateInbox {
+    static let budget = 64
+
+    var pending: [AcceptedUpdate] = []
+    var available = UpdateInbox.budget
+    var owesReadiness = false
+    var drainRequested = false
+
+    init() { pending.reserveCapacity(Self.budget) }
+
+    /// Takes a slot and queues the value; `needsDrain` when the loop must be asked to drain.
+    mutating func accept(_ update: AcceptedUpdate) -> (accepted: Bool, needsDrain: Bool) {
+        guard available > 0 else {
+            owesReadiness = true
+            return (false, false)
+        }
+        available -= 1
+        pending.append(update)
+        if drainRequested { return (true, false) }
+        drainRequested = true
+        return (true, true)
+    }
+
+    /// Hands the queued values to the loop (swapped into `buffer`, which must be empty).
+    mutating func take(into buffer: inout [AcceptedUpdate]) {
+        swap(&pending, &buffer)
+        drainRequested = false
+    }
+
+    /// Returns `count` slots; true when the readiness callback is due now.
+    mutating func release(_ count: Int) -> Bool {
+        available = min(Self.budget, available + count)
+        guard owesReadiness, available >= Self.budget / 2 else { return false }
+        owesReadiness = false
+        return true
+    }
+
+    /// Everything dropped (power off): a full budget, nothing owed.
+    mutating func reset() {
+        pending.removeAll(keepingCapacity: true)
+        available = Self.budget
+        owesReadiness = false
+        drainRequested = false
+    }
+}
