@@ -8,6 +8,7 @@ import GATT
 import HCI
 import HostStack
 import Testing
+import TestSupport
 
 /// Records what a peripheral manager's delegate hears, and answers requests with handlers the
 /// test sets (they run on the delegate queue).
