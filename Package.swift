@@ -38,7 +38,7 @@ let package = Package(
         // Helpers shared by test targets (capture checks with tshark, loopback ports, waits).
         // Not part of any product.
         .target(name: "TestSupport", dependencies: [
-            "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController",
+            "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController", "CoreBluetooth",
         ]),
         // The host side of HCI: command flow control and timeouts, ACL credits, fragmentation.
         .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
@@ -88,6 +88,7 @@ let package = Package(
         // Against independent stacks (Bumble, RootCanal) from the pinned venv scripts/setup-interop.sh makes.
         .testTarget(name: "InteropTests", dependencies: [
             "HostStack", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
+            "CoreBluetooth",
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: [

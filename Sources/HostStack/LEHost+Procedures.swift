@@ -127,10 +127,18 @@ extension LEHost {
     /// Starts connecting to `peer`. The attempt never times out by itself: it ends with
     /// `didConnect`, or `didFailToConnectTo` after `cancelConnecting`. `completion` says whether
     /// the controller took the request.
+    ///
+    /// With `ownRandomAddress` the connection is made from the random address set with
+    /// `setRandomAddress(_:completion:)` (as phones connect), else from the public address.
     public func connect(to peer: LEAddress, parameters: ConnectionParameters = ConnectionParameters(
                             intervalMin: 0x0018, intervalMax: 0x0028, latency: 0, timeout: 0x01F4),
+                        ownRandomAddress: Bool = false,
                         completion: @escaping (Result<Void, HCIError>) -> Void) {
         guard parameters.isValid else { return completion(.failure(.notSupported("invalid connection parameters"))) }
+        guard !ownRandomAddress || randomAddress != nil else {
+            return completion(.failure(.notSupported("no random address set")))
+        }
+        let ownAddressType: LEAddressType = ownRandomAddress ? .randomDevice : .publicDevice
         connecting = peer
         let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
             if case .failure = result { self?.connecting = nil }
@@ -138,18 +146,38 @@ extension LEHost {
         }
         if usesExtendedCommands {
             sequence([step(LEExtendedCreateConnection(
-                peerAddressType: peer.type, peerAddress: peer.address,
+                ownAddressType: ownAddressType, peerAddressType: peer.type, peerAddress: peer.address,
                 initiatingPHYs: [.init(phy: .le1M, scanInterval: 0x0030, scanWindow: 0x0030,
                                        connectionIntervalMin: parameters.intervalMin, connectionIntervalMax: parameters.intervalMax,
                                        maxLatency: parameters.latency, supervisionTimeout: parameters.timeout)]))], completion: done)
         } else {
             sequence([step(LECreateConnection(
                 leScanInterval: 0x0030, leScanWindow: 0x0030, initiatorFilterPolicy: .peerAddress,
-                peerAddressType: peer.type, peerAddress: peer.address, ownAddressType: .publicDevice,
+                peerAddressType: peer.type, peerAddress: peer.address, ownAddressType: ownAddressType,
                 connectionIntervalMin: parameters.intervalMin, connectionIntervalMax: parameters.intervalMax,
                 maxLatency: parameters.latency, supervisionTimeout: parameters.timeout, minCELength: 0, maxCELength: 0))],
                      completion: done)
         }
+    }
+
+    /// Sets the controller's random address (LE Set Random Address): a static random address
+    /// (top two bits 11) for `connect(to:ownRandomAddress:)`. Call while not advertising,
+    /// scanning or connecting.
+    public func setRandomAddress(_ address: BluetoothAddress, completion: @escaping (Result<Void, HCIError>) -> Void) {
+        sequence([step(LESetRandomAddress(randomAddress: address))]) { [weak self] result in
+            if case .success = result { self?.randomAddress = address }
+            completion(result)
+        }
+    }
+
+    /// A static random address derived from a public one: the same low 46 bits with the top two
+    /// bits 11 (Vol 6 Part B §1.3.2.1), so a device keeps one identity across runs.
+    public static func staticRandomAddress(from publicAddress: BluetoothAddress) -> BluetoothAddress {
+        var value = publicAddress.value | (0b11 << 46)
+        let random = value & ((1 << 46) - 1)
+        // The random part may be neither all zeros nor all ones.
+        if random == 0 { value |= 1 } else if random == (1 << 46) - 1 { value &= ~1 }
+        return BluetoothAddress(value: value)
     }
 
     /// Cancels the connection attempt in progress; it ends with `didFailToConnectTo`.
@@ -169,6 +197,15 @@ extension LEHost {
         guard connection.role == .central else { return completion(.failure(.notSupported("only the central starts encryption"))) }
         sequence([step(LEEnableEncryption(connectionHandle: connection.handle, randomNumber: rand,
                                           encryptedDiversifier: ediv, longTermKey: longTermKey))], completion: completion)
+    }
+
+    /// Asks for PHYs (LE Set PHY); `didUpdatePHYOf` follows when the link layer is done.
+    /// `completion` says whether the controller took the request.
+    public func setPHY(_ connection: LEConnection, tx: Set<LEPHY>, rx: Set<LEPHY>,
+                       completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        let mask = { (phys: Set<LEPHY>) in phys.reduce(UInt8(0)) { $0 | $1.maskBit } }
+        sequence([step(LESetPHY(connectionHandle: connection.handle, allPHYs: 0, txPHYs: mask(tx), rxPHYs: mask(rx)))],
+                 completion: completion)
     }
 
     /// Asks for new connection parameters: as central directly, as peripheral through the

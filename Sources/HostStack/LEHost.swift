@@ -17,6 +17,9 @@ public final class LEConnection: @unchecked Sendable {
     /// Longest link-layer payload each way (27 until the data length update).
     public internal(set) var maxTxOctets: UInt16 = 27
     public internal(set) var maxRxOctets: UInt16 = 27
+    /// The PHYs in use each way (LE 1M until a PHY update).
+    public internal(set) var txPHY: LEPHY = .le1M
+    public internal(set) var rxPHY: LEPHY = .le1M
     /// L2CAP on this link: its ATT and SMP channels.
     public let l2cap: L2CAPLink
 
@@ -40,6 +43,8 @@ public protocol LEHostDelegate: AnyObject {
     func host(_ host: LEHost, didFailToConnectTo peer: LEAddress, status: HCIStatus)
     func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus)
     func host(_ host: LEHost, didUpdateParametersOf connection: LEConnection)
+    /// A PHY update finished (asked by either side): `connection.txPHY`/`rxPHY`, or a failure.
+    func host(_ host: LEHost, didUpdatePHYOf connection: LEConnection, status: HCIStatus)
     /// Encryption started (status success) or failed.
     func host(_ host: LEHost, encryptionChangedOn connection: LEConnection, status: HCIStatus)
     /// As peripheral: the central starts encryption; return the long-term key (16 bytes, as HCI
@@ -57,6 +62,7 @@ extension LEHostDelegate {
     public func host(_ host: LEHost, didFailToConnectTo peer: LEAddress, status: HCIStatus) {}
     public func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus) {}
     public func host(_ host: LEHost, didUpdateParametersOf connection: LEConnection) {}
+    public func host(_ host: LEHost, didUpdatePHYOf connection: LEConnection, status: HCIStatus) {}
     public func host(_ host: LEHost, encryptionChangedOn connection: LEConnection, status: HCIStatus) {}
     public func host(_ host: LEHost, longTermKeyFor connection: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? { nil }
     public func hostDidStopAdvertising(_ host: LEHost) {}
@@ -84,6 +90,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     var isAdvertising = false
     /// The connection attempt in progress, for reporting its failure.
     var connecting: LEAddress?
+    /// The random address set in the controller, if any.
+    public internal(set) var randomAddress: BluetoothAddress?
 
     public init(transport: HCITransport, loop: EventLoop, configuration: HCIDriverConfiguration = HCIDriverConfiguration()) {
         driver = HCIDriver(transport: transport, loop: loop, configuration: configuration)
@@ -175,6 +183,13 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
                 driver.send(LERemoteConnectionParameterRequestNegativeReply(
                     connectionHandle: e.connectionHandle, reason: .unacceptableConnectionParameters)) { _ in }
             }
+        case .phyUpdateComplete(let e):
+            guard let connection = connections[e.connectionHandle] else { return }
+            if e.status.isSuccess {
+                connection.txPHY = LEPHY(rawValue: e.txPhy) ?? connection.txPHY
+                connection.rxPHY = LEPHY(rawValue: e.rxPhy) ?? connection.rxPHY
+            }
+            delegate?.host(self, didUpdatePHYOf: connection, status: e.status)
         case .dataLengthChange(let e):
             guard let connection = connections[e.connectionHandle] else { return }
             connection.maxTxOctets = e.maxTxOctets
@@ -221,8 +236,11 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
             isAdvertising = false
             delegate?.hostDidStopAdvertising(self)
         }
-        // Longer link-layer packets when the controller can (LE Data Packet Length Extension).
-        if info?.leFeatures.contains(.leDataPacketLengthExtension) == true {
+        // Longer link-layer packets when the controller can (LE Data Packet Length Extension,
+        // and a maximum above the 27 octets every link starts with: some controllers set the
+        // feature bit but support 27 only, and answer the request with a broken event).
+        if info?.leFeatures.contains(.leDataPacketLengthExtension) == true,
+           (info?.maxDataLength?.supportedMaxTXOctets ?? 251) > 27 {
             driver.send(LESetDataLength(connectionHandle: handle, txOctets: 251, txTime: 2120)) { _ in }
         }
         delegate?.host(self, didConnect: connection)

@@ -13,6 +13,10 @@ public struct TsharkResult: Sendable {
     public var frameProtocols: [String]
     /// The full `tshark -V` output, for failure messages.
     public var verboseOutput: String
+    /// Malformed frames our side wrote (sent to the controller): "N: summary".
+    public var malformedSent: [String] = []
+    /// Malformed frames the controller sent us (a peer's bytes, not ours): "N: summary".
+    public var malformedReceived: [String] = []
 
     /// True when tshark decoded every frame without malformed packets or expert errors.
     public var isClean: Bool { malformed.isEmpty && expertErrors.isEmpty }
@@ -43,6 +47,11 @@ public enum Tshark {
         }
         let verbose = try run(tshark, ["-r", path, "-V"])
         let protocols = try run(tshark, ["-r", path, "-T", "fields", "-e", "frame.protocols"])
+        // btsnoop's direction flag: p2p_dir 0 = sent by the host, 1 = received.
+        let malformedFrames = try run(tshark, ["-r", path, "-Y", "_ws.malformed", "-T", "fields",
+                                               "-e", "frame.number", "-e", "frame.p2p_dir", "-e", "_ws.col.Info"])
+            .split(separator: "\n").map { $0.split(separator: "\t", maxSplits: 2).map(String.init) }
+            .filter { $0.count == 3 }
 
         let lines = verbose.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         // Each frame's dissection starts with an unindented "Frame N: …" line.
@@ -54,7 +63,9 @@ public enum Tshark {
             malformed: malformed.map { $0.trimmingCharacters(in: .whitespaces) },
             expertErrors: expertErrors.map { $0.trimmingCharacters(in: .whitespaces) },
             frameProtocols: protocols.split(separator: "\n").map(String.init),
-            verboseOutput: verbose)
+            verboseOutput: verbose,
+            malformedSent: malformedFrames.filter { $0[1] != "1" }.map { "\($0[0]): \($0[2])" },
+            malformedReceived: malformedFrames.filter { $0[1] == "1" }.map { "\($0[0]): \($0[2])" })
     }
 
     private static func run(_ executable: String, _ arguments: [String]) throws -> String {

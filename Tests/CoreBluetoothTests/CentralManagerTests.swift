@@ -1,6 +1,7 @@
 import AssignedNumbers
 @testable import CoreBluetooth
 import Foundation
+import TestSupport
 import GAP
 import GATT
 import HCI

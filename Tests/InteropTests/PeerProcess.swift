@@ -25,6 +25,7 @@ enum Interop {
 final class PeerProcess: @unchecked Sendable {
     let process = Process()
     let logPath: String
+    private let input = Pipe()
     private let lock = NSLock()
     private var output = ""
 
@@ -36,6 +37,7 @@ final class PeerProcess: @unchecked Sendable {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
+        process.standardInput = input
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = FileHandle(forWritingAtPath: logPath)
         pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
@@ -48,6 +50,21 @@ final class PeerProcess: @unchecked Sendable {
     }
 
     var text: String { lock.withLock { output } }
+
+    /// Writes a line to the peer's standard input (peers driven step by step).
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// Sends `line` and waits for the peer to print a line starting with `answer`.
+    @discardableResult
+    func command(_ line: String, expect answer: String, timeout: Duration = .seconds(20)) -> Bool {
+        let before = text.count
+        send(line)
+        return waitUntil(timeout: timeout) {
+            String(self.text.dropFirst(before)).split(separator: "\n").contains { $0.hasPrefix(answer) } || !self.process.isRunning
+        } && String(text.dropFirst(before)).split(separator: "\n").contains { $0.hasPrefix(answer) }
+    }
 
     /// Waits (real time: this is another process) until the peer printed `line`, or it died.
     @discardableResult

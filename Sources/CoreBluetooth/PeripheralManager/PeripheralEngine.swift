@@ -346,6 +346,15 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
             previousReady?()
             self?.pump()
         }
+        // An indication the central never confirmed closes the bearer (ATT transaction
+        // timeout); a new bearer needs a new link, so the link goes too.
+        let previousClose = bearer.onClose
+        bearer.onClose = { [weak self, weak connection] reason in
+            previousClose?(reason)
+            guard reason == .transactionTimeout, let self, let connection, let host = self.host else { return }
+            StackLog.log("central \(connection.peer) did not confirm an indication in time; disconnecting")
+            host.disconnect(connection)
+        }
     }
 
     func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus) {

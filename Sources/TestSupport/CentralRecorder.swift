@@ -1,34 +1,36 @@
 import Foundation
-@testable import CoreBluetooth
+import CoreBluetooth
 
 /// A central manager's and its peripherals' delegate that writes down every callback as a
 /// line ("discover Sensor", "value 2A38 01", …) and keeps the objects it was given, for tests
 /// written against Apple's API. Callbacks arrive on `queue`; tests read through the lock.
-final class CentralRecorder: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @unchecked Sendable {
-    let log = EventLog()
-    let queue = DispatchQueue(label: "central-recorder")
+public final class CentralRecorder: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @unchecked Sendable {
+    public let log = EventLog()
+    public let queue = DispatchQueue(label: "central-recorder")
     private let lock = NSLock()
     private var discoveredStorage: [UUID: CBPeripheral] = [:]
     private var advertisementsStorage: [UUID: [String: Any]] = [:]
     private var errorsStorage: [String: any Error] = [:]
     private var valuesStorage: [Data] = []
     /// Called for every discovery on the delegate queue (after recording it).
-    var onDiscover: ((CBCentralManager, CBPeripheral, [String: Any]) -> Void)?
+    public var onDiscover: ((CBCentralManager, CBPeripheral, [String: Any]) -> Void)?
     /// Called when a peripheral is ready for more writes without response.
-    var onReadyToWrite: ((CBPeripheral) -> Void)?
+    public var onReadyToWrite: ((CBPeripheral) -> Void)?
 
-    func discovered(named name: String) -> CBPeripheral? {
+    public override init() { super.init() }
+
+    public func discovered(named name: String) -> CBPeripheral? {
         lock.withLock { discoveredStorage.values.first { $0.name == name } }
     }
-    func advertisement(of peripheral: CBPeripheral) -> [String: Any]? {
+    public func advertisement(of peripheral: CBPeripheral) -> [String: Any]? {
         lock.withLock { advertisementsStorage[peripheral.identifier] }
     }
     /// Drops the peripheral objects the recorder holds.
-    func forget() { lock.withLock { discoveredStorage = [:] } }
+    public func forget() { lock.withLock { discoveredStorage = [:] } }
     /// The last error a callback named `key` ("read 2A38", "disconnect", …) carried.
-    func error(_ key: String) -> (any Error)? { lock.withLock { errorsStorage[key] } }
+    public func error(_ key: String) -> (any Error)? { lock.withLock { errorsStorage[key] } }
     /// Every characteristic value delivered, in order.
-    var values: [Data] { lock.withLock { valuesStorage } }
+    public var values: [Data] { lock.withLock { valuesStorage } }
 
     private func record(_ key: String, _ error: (any Error)?, detail: String = "") {
         if let error { lock.withLock { errorsStorage[key] = error } }
@@ -38,9 +40,9 @@ final class CentralRecorder: NSObject, CBCentralManagerDelegate, CBPeripheralDel
 
     // MARK: CBCentralManagerDelegate
 
-    func centralManagerDidUpdateState(_ central: CBCentralManager) { log.append("state \(central.state.rawValue)") }
+    public func centralManagerDidUpdateState(_ central: CBCentralManager) { log.append("state \(central.state.rawValue)") }
 
-    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+    public func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
                         advertisementData: [String: Any], rssi RSSI: NSNumber) {
         lock.withLock {
             discoveredStorage[peripheral.identifier] = peripheral
@@ -50,78 +52,78 @@ final class CentralRecorder: NSObject, CBCentralManagerDelegate, CBPeripheralDel
         onDiscover?(central, peripheral, advertisementData)
     }
 
-    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+    public func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
         peripheral.delegate = self
         log.append("connect \(peripheral.name ?? "?")")
     }
 
-    func centralManager(_ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: Error?) {
+    public func centralManager(_ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: Error?) {
         record("fail", error)
     }
 
-    func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: Error?) {
+    public func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: Error?) {
         record("disconnect", error)
     }
 
     // MARK: CBPeripheralDelegate
 
-    func peripheralDidUpdateName(_ peripheral: CBPeripheral) { log.append("name \(peripheral.name ?? "?")") }
+    public func peripheralDidUpdateName(_ peripheral: CBPeripheral) { log.append("name \(peripheral.name ?? "?")") }
 
-    func peripheral(_ peripheral: CBPeripheral, didModifyServices invalidatedServices: [CBService]) {
+    public func peripheral(_ peripheral: CBPeripheral, didModifyServices invalidatedServices: [CBService]) {
         log.append("modified \(invalidatedServices.map(\.uuid.uuidString).joined(separator: ","))")
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didReadRSSI RSSI: NSNumber, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didReadRSSI RSSI: NSNumber, error: Error?) {
         record("rssi", error, detail: "\(RSSI.intValue)")
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: Error?) {
         record("services", error, detail: (peripheral.services ?? []).map(\.uuid.uuidString).joined(separator: ","))
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didDiscoverIncludedServicesFor service: CBService, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didDiscoverIncludedServicesFor service: CBService, error: Error?) {
         record("included \(service.uuid.uuidString)", error,
                detail: (service.includedServices ?? []).map(\.uuid.uuidString).joined(separator: ","))
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: Error?) {
         record("characteristics \(service.uuid.uuidString)", error,
                detail: (service.characteristics ?? []).map(\.uuid.uuidString).joined(separator: ","))
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didDiscoverDescriptorsFor characteristic: CBCharacteristic, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didDiscoverDescriptorsFor characteristic: CBCharacteristic, error: Error?) {
         record("descriptors \(characteristic.uuid.uuidString)", error,
                detail: (characteristic.descriptors ?? []).map(\.uuid.uuidString).joined(separator: ","))
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: Error?) {
         if error == nil, let value = characteristic.value { lock.withLock { valuesStorage.append(value) } }
         let value = characteristic.value.map { $0.count > 16 ? "\($0.count) bytes" : $0.map { String(format: "%02x", $0) }.joined() } ?? "nil"
         record("value \(characteristic.uuid.uuidString)", error, detail: error == nil ? value : "")
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: Error?) {
         record("wrote \(characteristic.uuid.uuidString)", error)
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic, error: Error?) {
         record("notifying \(characteristic.uuid.uuidString)", error, detail: "\(characteristic.isNotifying)")
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor descriptor: CBDescriptor, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor descriptor: CBDescriptor, error: Error?) {
         record("descriptor \(descriptor.uuid.uuidString)", error, detail: descriptor.value.map { "\($0)" } ?? "nil")
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didWriteValueFor descriptor: CBDescriptor, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didWriteValueFor descriptor: CBDescriptor, error: Error?) {
         record("wrote descriptor \(descriptor.uuid.uuidString)", error)
     }
 
-    func peripheralIsReady(toSendWriteWithoutResponse peripheral: CBPeripheral) {
+    public func peripheralIsReady(toSendWriteWithoutResponse peripheral: CBPeripheral) {
         log.append("ready to write")
         onReadyToWrite?(peripheral)
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
+    public func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
         record("l2cap", error)
     }
 }
