@@ -120,8 +120,10 @@ open class CBManager: NSObject, @unchecked Sendable {
 // MARK: - Linux extensions
 
 extension CBManager {
-    /// **Linux extension.** This manager's device's own Bluetooth address ("CB:00:01:00:00:02"),
-    /// once it is powered on.
+    /// **Linux extension.** The address this manager's device uses on the air, once it is
+    /// powered on: a static random address derived from the controller's public one
+    /// ("CB:00:01:00:00:02" on the virtual radio, where the two are the same), as phones use
+    /// random addresses. It advertises and connects from this address.
     public var linuxDeviceAddress: String? {
         guard let device, state == .poweredOn else { return nil }
         if device.loop.inLoop { return device.address }

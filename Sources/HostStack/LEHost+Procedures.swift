@@ -12,15 +12,19 @@ public struct AdvertisingParameters: Sendable, Hashable {
     /// At most 31 bytes each with legacy advertising.
     public var data: [UInt8]
     public var scanResponse: [UInt8]
+    /// Advertise from the random address set with `LEHost.setRandomAddress(_:completion:)`
+    /// (as phones do) rather than the public one.
+    public var ownRandomAddress: Bool
 
     public init(connectable: Bool = true, scannable: Bool = true, intervalMin: UInt16 = 0x00A0, intervalMax: UInt16 = 0x00A0,
-                data: [UInt8] = [], scanResponse: [UInt8] = []) {
+                data: [UInt8] = [], scanResponse: [UInt8] = [], ownRandomAddress: Bool = false) {
         self.connectable = connectable
         self.scannable = scannable
         self.intervalMin = intervalMin
         self.intervalMax = intervalMax
         self.data = data
         self.scanResponse = scanResponse
+        self.ownRandomAddress = ownRandomAddress
     }
 }
 
@@ -78,6 +82,11 @@ extension LEHost {
         guard parameters.data.count <= 31, parameters.scanResponse.count <= 31 else {
             return completion(.failure(.notSupported("legacy advertising carries at most 31 bytes of data and of scan response")))
         }
+        let randomAddress = parameters.ownRandomAddress ? self.randomAddress : nil
+        guard !parameters.ownRandomAddress || randomAddress != nil else {
+            return completion(.failure(.notSupported("no random address set")))
+        }
+        let ownAddressType: LEAddressType = randomAddress == nil ? .publicDevice : .randomDevice
         let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
             if case .success = result { self?.isAdvertising = true }
             completion(result)
@@ -86,11 +95,14 @@ extension LEHost {
             var properties: LESetExtendedAdvertisingParameters.EventProperties = [.legacy]
             if parameters.connectable { properties.insert(.connectable) }
             if parameters.scannable || parameters.connectable { properties.insert(.scannable) }
-            sequence([
+            var steps = [
                 step(LESetExtendedAdvertisingParameters(
                     advertisingHandle: 0, advertisingEventProperties: properties,
                     primaryAdvertisingIntervalMin: UInt32(parameters.intervalMin),
-                    primaryAdvertisingIntervalMax: UInt32(parameters.intervalMax))),
+                    primaryAdvertisingIntervalMax: UInt32(parameters.intervalMax), ownAddressType: ownAddressType)),
+            ]
+            if let randomAddress { steps.append(step(LESetAdvertisingSetRandomAddress(advertisingHandle: 0, randomAddress: randomAddress))) }
+            sequence(steps + [
                 step(LESetExtendedAdvertisingData(advertisingHandle: 0, advertisingData: parameters.data)),
                 step(LESetExtendedScanResponseData(advertisingHandle: 0, scanResponseData: parameters.scanResponse)),
                 step(LESetExtendedAdvertisingEnable(enable: true, sets: [.init(advertisingHandle: 0)])),
@@ -101,7 +113,7 @@ extension LEHost {
             sequence([
                 step(LESetAdvertisingParameters(
                     advertisingIntervalMin: parameters.intervalMin, advertisingIntervalMax: parameters.intervalMax,
-                    advertisingType: type, ownAddressType: .publicDevice, peerAddressType: .publicDevice, peerAddress: .zero,
+                    advertisingType: type, ownAddressType: ownAddressType, peerAddressType: .publicDevice, peerAddress: .zero,
                     advertisingChannelMap: 0x07, advertisingFilterPolicy: .acceptAll)),
                 step(LESetAdvertisingData(advertisingData: parameters.data)),
                 step(LESetScanResponseData(scanResponseData: parameters.scanResponse)),

@@ -155,7 +155,8 @@ private struct Rig {
     }
 
     var address: LEAddress {
-        LEAddress(.publicDevice, BluetoothAddress(manager.linuxDeviceAddress!)!)
+        // The manager advertises from its static random address.
+        LEAddress(.randomDevice, BluetoothAddress(manager.linuxDeviceAddress!)!)
     }
 
     /// A raw central connected to the manager (which starts advertising if it is not).

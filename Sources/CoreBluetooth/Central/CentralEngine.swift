@@ -57,26 +57,11 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
     static let initiatorTurn: Duration = .seconds(2)
     private(set) var links: [LEAddress: PeripheralLink] = [:]
 
-    /// Whether the random address to connect from is settled (set, or refused by the controller).
-    private var ownAddressSettled = false
-
     init(host: LEHost, device: LocalDevice, manager: CBCentralManager) {
         self.host = host
         self.device = device
         self.manager = manager
         localServer = GATTServer(deviceName: LocalDeviceName.current)
-        // Centrals connect from a static random address, as phones do (with a private one):
-        // stable across runs, derived from the controller's public address. Some controllers
-        // (Bumble's) route a connection's data by the initiator's random address only.
-        if let info = host.info {
-            host.setRandomAddress(LEHost.staticRandomAddress(from: info.address)) { [weak self] result in
-                if case .failure(let error) = result { StackLog.log("connecting from the public address: \(error)") }
-                self?.ownAddressSettled = true
-                self?.initiateNext()
-            }
-        } else {
-            ownAddressSettled = true
-        }
     }
 
     // MARK: - Scanning
@@ -172,8 +157,9 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
     }
 
     private func initiateNext() {
-        guard ownAddressSettled, initiating == nil, !cancellingInitiation, let next = pending.first else { return }
+        guard initiating == nil, !cancellingInitiation, let next = pending.first else { return }
         initiating = next
+        // From the device's static random address (LocalDevice sets it), as phones connect.
         host.connect(to: next, ownRandomAddress: host.randomAddress != nil) { [weak self] result in
             guard let self, case .failure(let error) = result else { return }
             // The controller refused the attempt: it cannot connect to this device now.

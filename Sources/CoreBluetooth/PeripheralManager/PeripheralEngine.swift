@@ -276,8 +276,10 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         if !packed.overflowServiceUUIDs.isEmpty {
             StackLog.log("advertising: service UUIDs \(packed.overflowServiceUUIDs) do not fit and are not advertised (overflow area)")
         }
+        // From the device's static random address (LocalDevice sets it), as phones advertise.
         let parameters = AdvertisingParameters(connectable: true, scannable: true, intervalMin: 0x00A0, intervalMax: 0x00A0,
-                                               data: packed.advertisingData.encoded, scanResponse: packed.scanResponse.encoded)
+                                               data: packed.advertisingData.encoded, scanResponse: packed.scanResponse.encoded,
+                                               ownRandomAddress: host.randomAddress != nil)
         if let name, !name.isEmpty { gatt.deviceName = String(name.prefix(248)) }
         advertising = .starting
         advertisingParameters = parameters

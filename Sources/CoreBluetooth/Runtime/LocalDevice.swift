@@ -102,7 +102,8 @@ final class LocalDevice: @unchecked Sendable {
         return ext.isEmpty ? "\(stem)-\(n)" : "\(stem)-\(n).\(ext)"
     }
 
-    /// The device's own address, once started.
+    /// The device's address on the air (its static random address, or the public one if the
+    /// controller refused a random address), once started.
     var address: String? { ownAddress }
 
     /// Makes the controller (for a virtual device) and the host, and initialises the controller.
@@ -138,8 +139,19 @@ final class LocalDevice: @unchecked Sendable {
         host.start { [weak self] result in
             switch result {
             case .success(let info):
-                self?.ownAddress = "\(info.address)"
-                completion(.success(host))
+                // The device shows itself from a static random address, as phones do (with a
+                // private one): stable across runs, derived from the public address. Some
+                // controllers (Bumble's) route LE data only by random addresses.
+                let random = LEHost.staticRandomAddress(from: info.address)
+                host.setRandomAddress(random) { [weak self] result in
+                    switch result {
+                    case .success: self?.ownAddress = "\(random)"
+                    case .failure(let error):
+                        StackLog.log("no random address (\(error)): using the public address \(info.address)")
+                        self?.ownAddress = "\(info.address)"
+                    }
+                    completion(.success(host))
+                }
             case .failure(let error):
                 self?.host = nil
                 completion(.failure(DeviceError(description: "\(self?.label ?? "controller"): \(error)")))
