@@ -52,8 +52,11 @@ struct VirtualControllerInteropTests {
             GATTCharacteristic(uuid: BluetoothUUID("6E400003-B5A3-F393-E0A9-E50E24DCCA9E")!, properties: [.read, .write],
                                permissions: [.readable, .writeable], value: .stored([])),
         ]))
-        let peripheral = LEHost(transport: VirtualController(radio: radio, address: BluetoothAddress("C0:00:00:00:B1:02")!,
-                                                             position: RadioPosition(x: 1)).makeHostTransport(), loop: radio.loop)
+        let capture = temporaryPath("virtual-controller-bumble.btsnoop")
+        let writer = try BtsnoopWriter(path: capture)
+        let peripheralTransport = VirtualController(radio: radio, address: BluetoothAddress("C0:00:00:00:B1:02")!,
+                                                    position: RadioPosition(x: 1)).makeHostTransport()
+        let peripheral = LEHost(transport: SnoopingTransport(wrapping: peripheralTransport, writer: writer), loop: radio.loop)
         let serving = ServingPeripheral(server: server, loop: radio.loop)
         let advertising = Shared<Result<Void, HCIError>?>(nil)
         radio.loop.execute {
@@ -83,6 +86,12 @@ struct VirtualControllerInteropTests {
         radio.loop.execute { server.updateValue([0, 61], forCharacteristic: measurement) }
         #expect(central.waitFor("VALUE 2A37 003d"))
         #expect(central.command("disconnect", expect: "DISCONNECTED"))
-        failed = false
+        writer.close()
+        // Our peripheral's side of the session, as it crossed HCI, decodes cleanly.
+        let result = try Tshark.check(capture: capture)
+        #expect(result.frameCount > 20)
+        #expect(result.malformed.isEmpty, "\(result.malformed)")
+        failed = !result.malformed.isEmpty
+        if failed { Issue.record("capture \(capture)") } else { try? FileManager.default.removeItem(atPath: capture) }
     }
 }
