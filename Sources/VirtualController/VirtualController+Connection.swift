@@ -275,15 +275,19 @@ extension VirtualController {
                 self.send((reply, item.releasesBuffer), on: connection)
             }
         case .central:
-            // Continue the event while either side has more and another exchange fits.
+            // Continue the event while either side has more and another whole exchange fits
+            // before the event ends: this packet, T_IFS, the longest reply the peripheral may
+            // send (its data length), T_IFS. The exchange belongs to this event: one the next
+            // event overtook ends here (a new event starts its own exchanges).
             guard pdu.moreData || hasMoreToSend(connection), let end = connection.eventEnd else { return }
-            let nextOctets = nextPDUOctets(connection)
+            let event = connection.eventCounter
+            let mic = connection.rxEncrypted ? 4 : 0
             let exchange = Self.interFrameSpace.nanoseconds * 2
-                + connection.txPHY.airTimeNanoseconds(pduOctets: nextOctets)
-                + connection.rxPHY.airTimeNanoseconds(pduOctets: 2)
-            guard loop.now.nanoseconds + exchange <= end.nanoseconds - Self.interFrameSpace.nanoseconds else { return }
+                + connection.txPHY.airTimeNanoseconds(pduOctets: nextPDUOctets(connection))
+                + connection.rxPHY.airTimeNanoseconds(pduOctets: 2 + Int(connection.maxRxOctets) + mic)
+            guard loop.now.nanoseconds + Self.interFrameSpace.nanoseconds + exchange <= end.nanoseconds else { return }
             loop.schedule(after: Self.interFrameSpace) { [weak self, weak connection] in
-                guard let self, let connection else { return }
+                guard let self, let connection, connection.eventCounter == event else { return }
                 self.centralSendInEvent(connection)
             }
         @unknown default:
