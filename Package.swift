@@ -72,7 +72,9 @@ let package = Package(
         // The command-line tool: a thin entry to CBTool.
         .executableTarget(name: "cbtool", dependencies: ["CBTool"]),
         // Benchmarks (release builds): figures recorded in BENCHMARKS.md.
-        .executableTarget(name: "cbbench", dependencies: ["HCI"]),
+        .executableTarget(name: "cbbench", dependencies: [
+            "CoreBluetooth", "HCI", "VirtualController",
+        ]),
 
         .testTarget(name: "ByteCodingTests", dependencies: ["ByteCoding"]),
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),

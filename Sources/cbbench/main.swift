@@ -1,9 +1,9 @@
 import Foundation
 import HCI
 
-// cbbench: the stack's benchmarks, run in a release build:
-//   swift run -c release cbbench [--quick] [--json]
-// Each workload prints a named figure; --json prints them as one JSON object.
+// cbbench: the stack's benchmarks (issue 7), run in a release build:
+//   swift run -c release cbbench [--quick] [--json] [--no-bumble]
+// Each workload prints named figures; --json prints them as one JSON object.
 
 struct Figure {
     var name: String
@@ -15,14 +15,9 @@ struct Figure {
 /// Runs `body` and returns the CPU seconds this process spent in it. CPU time, not wall time:
 /// on a shared 2-core machine other processes stretch wall time but not our CPU time.
 func measure(_ body: () -> Void) -> Double {
-    func cpuNow() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-    let start = cpuNow()
+    let start = cpuSeconds()
     body()
-    return cpuNow() - start
+    return cpuSeconds() - start
 }
 
 /// Decoding LE Advertising Report events from raw H4 frames, the scanner's hot path.
@@ -49,28 +44,157 @@ func advertisingReportDecode(count: Int) -> [Figure] {
     ]
 }
 
-let arguments = Set(CommandLine.arguments.dropFirst())
-let quick = arguments.contains("--quick")
-let json = arguments.contains("--json")
-if let unknown = arguments.subtracting(["--quick", "--json"]).first {
-    FileHandle.standardError.write(Data("cbbench: unknown option \(unknown) (use --quick, --json)\n".utf8))
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("cbbench: \(message)\n".utf8))
     exit(2)
+}
+
+var argumentList = Array(CommandLine.arguments.dropFirst())
+let quick = argumentList.contains("--quick")
+let json = argumentList.contains("--json")
+let withBumble = !argumentList.contains("--no-bumble")
+/// Internal: `--connections-child N` runs only workload 6 for N connections and prints its
+/// figures as JSON (the parent runs it in a fresh process).
+var connectionsChild: Int?
+if let index = argumentList.firstIndex(of: "--connections-child") {
+    guard index + 1 < argumentList.count, let n = Int(argumentList[index + 1]) else { fail("--connections-child needs a number") }
+    connectionsChild = n
+    argumentList.removeSubrange(index...index + 1)
+}
+/// `--only NAME` runs one group (decode, pair, adv, timed, conn, bumble): for profiling.
+let only: String? = {
+    guard let index = argumentList.firstIndex(of: "--only") else { return nil }
+    guard index + 1 < argumentList.count else { fail("--only needs a workload: decode, pair, adv, timed, conn, bumble") }
+    defer { argumentList.removeSubrange(index...index + 1) }
+    return argumentList[index + 1]
+}()
+@MainActor func selected(_ group: String) -> Bool { only == nil || only == group }
+if let unknown = Set(argumentList).subtracting(["--quick", "--json", "--no-bumble"]).first {
+    fail("unknown option \(unknown) (use --quick, --json, --no-bumble, --only NAME)")
+}
+
+func printJSON(_ figures: [Figure]) {
+    let body = figures.map { "\"\($0.name)\": \(String(format: "%.6g", $0.value))" }.joined(separator: ", ")
+    print("{\(body)}")
+}
+
+if let n = connectionsChild {
+    printJSON(apiConnections(count: n))
+    exit(0)
 }
 
 #if DEBUG
 FileHandle.standardError.write(Data("cbbench: this is a debug build; run `swift run -c release cbbench` for real figures\n".utf8))
 #endif
 
+/// Progress on standard error, so that --json output stays one object.
+func progress(_ text: String) {
+    FileHandle.standardError.write(Data("cbbench: \(text)\n".utf8))
+}
+
 var figures: [Figure] = []
-figures += advertisingReportDecode(count: quick ? 200_000 : 1_000_000)
+if selected("decode") {
+    progress("HCI decoding")
+    figures += advertisingReportDecode(count: quick ? 200_000 : 1_000_000)
+}
+
+if selected("pair") {
+    progress("API pair: notify, write without response, read")
+    let pair = BenchPair()
+    // A short warm-up: first-time costs (buffers growing, lazy metadata) out of the figures.
+    _ = apiNotify(pair, count: 2_000, size: 20)
+    figures += apiNotify(pair, count: quick ? 50_000 : 300_000, size: 20)
+    figures += apiNotify(pair, count: quick ? 30_000 : 150_000, size: 244)
+    figures += apiWriteWithoutResponse(pair, count: quick ? 50_000 : 300_000)
+    figures += apiReadRoundTrip(pair, count: quick ? 2_000 : 10_000)
+}
+if selected("adv") {
+    progress("advertising reports, 1,000 advertisers")
+    figures += apiAdvertisingReports(advertisers: 1000, virtualSeconds: quick ? 1 : 3)
+}
+if selected("timed") {
+    progress("timed air")
+    figures += apiTimedThroughput(virtualSeconds: quick ? 2 : 10)
+}
+
+/// Runs this executable again with `arguments` and returns the JSON object it prints.
+func runChild(_ executable: String, _ arguments: [String]) -> [String: Double]? {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    do { try process.run() } catch { progress("could not run \(executable): \(error)"); return nil }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0,
+          let line = String(decoding: data, as: UTF8.self).split(separator: "\n").last(where: { $0.hasPrefix("{") }),
+          let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+        progress("\(executable) \(arguments.joined(separator: " ")) failed (status \(process.terminationStatus))")
+        return nil
+    }
+    return object.compactMapValues { ($0 as? NSNumber)?.doubleValue }
+}
+
+let executable = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
+let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? executable
+for n in [100, 1000] where selected("conn") {
+    progress("\(n) connections (child process)")
+    guard let child = runChild(selfPath, ["--connections-child", "\(n)"]) else { continue }
+    for key in ["conn_\(n)_setup_s", "conn_\(n)_kib_per_connection", "conn_\(n)_kib_per_device_pair"] {
+        guard let value = child[key] else { continue }
+        let unit = key.hasSuffix("_s") ? "s CPU" : "KiB"
+        let note = key.hasSuffix("_s") ? "\(n) connect(_:) → didConnect (fresh process)"
+            : key.hasSuffix("connection") ? "resident memory the connections added, both ends" : "resident memory per central + peripheral manager, devices included"
+        figures.append(Figure(name: key, value: value, unit: unit, note: note))
+    }
+}
+
+/// The repository's root: the working directory, or up from the executable (.build/…/cbbench).
+func repositoryRoot() -> URL? {
+    var candidates = [URL(fileURLWithPath: FileManager.default.currentDirectoryPath)]
+    var up = URL(fileURLWithPath: selfPath).deletingLastPathComponent()
+    for _ in 0..<5 { candidates.append(up); up = up.deletingLastPathComponent() }
+    return candidates.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("interop/peers/bumble_bench.py").path) }
+}
+
+if withBumble && selected("bumble") {
+    progress("Bumble (its own host and virtual link)")
+    if let root = repositoryRoot(), FileManager.default.isExecutableFile(atPath: root.appendingPathComponent(".venv/bin/python").path),
+       let bumble = runChild(root.appendingPathComponent(".venv/bin/python").path, [
+           root.appendingPathComponent("interop/peers/bumble_bench.py").path,
+           "--notifications", quick ? "5000" : "20000", "--reads", quick ? "500" : "2000",
+       ]) {
+        let ours = Dictionary(figures.map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
+        if let rate = bumble["bumble_notify_20B_per_s"] {
+            figures.append(Figure(name: "bumble_notify_20B_per_s", value: rate, unit: "notif/s",
+                                  note: "Bumble 0.0.236: notify_subscriber → subscriber callback, LocalLink, CPU time"))
+            if let mine = ours["notify_20B_per_s"] {
+                figures.append(Figure(name: "notify_20B_ratio_vs_bumble", value: mine / rate, unit: "×", note: "notify_20B_per_s / bumble_notify_20B_per_s"))
+            }
+        }
+        if let median = bumble["bumble_read_rtt_median_us"] {
+            figures.append(Figure(name: "bumble_read_rtt_median_us", value: median, unit: "µs", note: "Bumble: read_value round trip, wall clock"))
+            if let mine = ours["read_rtt_median_us"] {
+                // Above 1: Bumble's round trip is that many times longer than ours.
+                figures.append(Figure(name: "read_rtt_ratio_vs_bumble", value: median / mine, unit: "×",
+                                      note: "bumble_read_rtt_median_us / read_rtt_median_us (how many times faster ours is)"))
+            }
+        }
+        if let p99 = bumble["bumble_read_rtt_p99_us"] {
+            figures.append(Figure(name: "bumble_read_rtt_p99_us", value: p99, unit: "µs", note: "Bumble: 99th percentile"))
+        }
+    } else {
+        progress("Bumble skipped: no .venv with Bumble (run: bash scripts/setup-interop.sh)")
+    }
+}
 
 if json {
-    let body = figures.map { "\"\($0.name)\": \(String(format: "%.6g", $0.value))" }.joined(separator: ", ")
-    print("{\(body)}")
+    printJSON(figures)
 } else {
-    print("workload".padding(toLength: 28, withPad: " ", startingAt: 0) + "figure".padding(toLength: 22, withPad: " ", startingAt: 0) + "what")
+    print("figure".padding(toLength: 32, withPad: " ", startingAt: 0) + "value".padding(toLength: 22, withPad: " ", startingAt: 0) + "what")
     for f in figures {
         let value = String(format: "%.4g %@", f.value, f.unit)
-        print(f.name.padding(toLength: 28, withPad: " ", startingAt: 0) + value.padding(toLength: 22, withPad: " ", startingAt: 0) + f.note)
+        print(f.name.padding(toLength: 32, withPad: " ", startingAt: 0) + value.padding(toLength: 22, withPad: " ", startingAt: 0) + f.note)
     }
 }

@@ -614,3 +614,34 @@ final class Gathered<Item>: @unchecked Sendable {
         return failure.map { .failure($0) } ?? .success(items)
     }
 }
+
+// MARK: - Linux extensions
+
+/// **Linux extension.** A physical layer of LE (Vol 6 Part A §3).
+public enum CBLinuxPHY: Sendable, Hashable {
+    /// 1 Msym/s, every controller's.
+    case le1M
+    /// 2 Msym/s: twice the data rate.
+    case le2M
+    /// Coded (S=8): four times the range, an eighth of the rate.
+    case leCoded
+}
+
+extension CBPeripheral {
+    /// **Linux extension.** Asks the link layer to move the connection to `phy` in both
+    /// directions (LE Set PHY), as iOS does by itself for 2M. Fire and forget: the peripheral's
+    /// controller may refuse, and the link then stays where it is.
+    public func linuxSetPHY(_ phy: CBLinuxPHY) {
+        guard requireConnected("linuxSetPHY(_:)") else { return }
+        let wanted: LEPHY = switch phy {
+        case .le1M: .le1M
+        case .le2M: .le2M
+        case .leCoded: .leCoded
+        }
+        onLink { link, engine in
+            engine.host.setPHY(link.connection, tx: [wanted], rx: [wanted]) { result in
+                if case .failure(let error) = result { StackLog.log("LE Set PHY failed: \(error)") }
+            }
+        }
+    }
+}

@@ -23,7 +23,19 @@ public final class CBVirtualRadio: @unchecked Sendable {
         case virtual
     }
 
+    /// How long packets take on the air.
+    public enum AirTime: Sendable, Hashable {
+        /// Packets arrive as soon as the radio gets to them; only advertising keeps its
+        /// intervals. Throughput is bound by the CPU: what tests and the stack benchmarks want.
+        case instant
+        /// Air time by PHY and length, connection events at the connection interval, packets
+        /// 150 µs apart within an event: the throughput a real link gets.
+        case timed
+    }
+
     public let clock: Clock
+    /// How long packets take on the air.
+    public let airTime: AirTime
     let loop: EventLoop
     let radio: any RadioMedium
     let identifiers: IdentifierStore
@@ -31,11 +43,13 @@ public final class CBVirtualRadio: @unchecked Sendable {
     private let deviceCount = Locked(0)
 
     /// A radio of its own. `seed` fixes the radio's randomness (RSSI noise) and the devices'
-    /// addresses; identifiers of remote devices are kept in memory.
-    public init(clock: Clock = .virtual, seed: UInt64 = 1) {
+    /// addresses; identifiers of remote devices are kept in memory. `airTime` says whether
+    /// packets take time on the air.
+    public init(clock: Clock = .virtual, seed: UInt64 = 1, airTime: AirTime = .instant) {
         self.clock = clock
+        self.airTime = airTime
         loop = EventLoop(name: "CBVirtualRadio", pacing: clock == .virtual ? .unpaced : .realTime)
-        radio = VirtualRadio(loop: loop, seed: seed)
+        radio = VirtualRadio(loop: loop, airTime: airTime == .timed ? .timed : .instant, seed: seed)
         identifiers = IdentifierStore(fileURL: nil)
         addressSeed = seed
         // The thread that made the radio drives it: time stands still until it waits.
@@ -44,6 +58,7 @@ public final class CBVirtualRadio: @unchecked Sendable {
 
     private init(sharedWithIdentifiers identifiers: IdentifierStore) {
         clock = .realTime
+        airTime = .instant
         loop = EventLoop(name: "CBVirtualRadio.shared", pacing: .realTime)
         radio = VirtualRadio(loop: loop, seed: 1)
         self.identifiers = identifiers
@@ -53,6 +68,7 @@ public final class CBVirtualRadio: @unchecked Sendable {
     /// A radio another process hosts (`cbtool radio --listen PATH`), joined over its socket.
     private init(joining proxy: RadioProxy) {
         clock = .realTime
+        airTime = .instant
         loop = proxy.loop
         radio = proxy
         identifiers = .persistent
