@@ -51,6 +51,10 @@ public final class EventLoop: @unchecked Sendable {
 
     // Loop-confined state.
     private var ready = RingBuffer<@Sendable () -> Void>()
+    private var burstEnd: [() -> Void] = []
+    private var spareBurstEnd: [() -> Void] = []
+    /// Jobs run in a burst before the work asked for its end runs anyway.
+    static let burstLength = 64
     private var timers = TimerHeap()
     private var sequence: UInt64 = 0
     private var wallBase = ContinuousClock.now
@@ -117,6 +121,22 @@ public final class EventLoop: @unchecked Sendable {
     private func addTimer(at instant: LoopInstant, _ handle: TimerHandle) {
         sequence &+= 1
         timers.push(TimerEntry(time: instant, sequence: sequence, handle: handle))
+    }
+
+    /// Runs `work` on the loop once the work ready now has run (or after a long burst of it),
+    /// before the loop waits or moves its clock: for work that is cheaper in bulk, such as
+    /// handing the results of many jobs to another thread at once. Must be called on the loop.
+    public func atEndOfBurst(_ work: @escaping () -> Void) {
+        precondition(inLoop, "atEndOfBurst(_:) must be called on the loop")
+        burstEnd.append(work)
+    }
+
+    private func runBurstEnd() {
+        while !burstEnd.isEmpty {
+            swap(&burstEnd, &spareBurstEnd)
+            for work in spareBurstEnd { work() }
+            spareBurstEnd.removeAll(keepingCapacity: true)
+        }
     }
 
     // MARK: Clock holds
@@ -192,13 +212,16 @@ public final class EventLoop: @unchecked Sendable {
                 drainInbox()
                 if let job = ready.popFirst() {
                     job()
+                    if ready.isEmpty { runBurstEnd() }
                     if predicate() { return true }
                     continue
                 }
+                runBurstEnd()
                 timers.discardCancelledTop()
                 guard let next = timers.peekTime(), next <= deadline else { return false }
                 now = max(now, next)
                 fireDueTimer()
+                if ready.isEmpty { runBurstEnd() }
                 if predicate() { return true }
             }
         }
@@ -248,6 +271,7 @@ public final class EventLoop: @unchecked Sendable {
                     condition.unlock()
                     ready = RingBuffer()
                     timers = TimerHeap()
+                    burstEnd = []
                     return
                 }
                 let posted = inbox
@@ -256,7 +280,16 @@ public final class EventLoop: @unchecked Sendable {
                 for job in posted { ready.append(job) }
 
                 if case .realTime = pacing { now = max(now, wallToLoop(.now)) }
-                while let job = ready.popFirst() { job() }
+                var burst = 0
+                while let job = ready.popFirst() {
+                    job()
+                    burst += 1
+                    if burst == Self.burstLength {
+                        burst = 0
+                        runBurstEnd()
+                    }
+                }
+                runBurstEnd()
                 timers.discardCancelledTop()
                 if let next = timers.peekTime() {
                     if pacing == .unpaced && next > now && !waitForClockRelease() { continue }

@@ -4,9 +4,25 @@ import Scheduling
 /// Where one manager's delegate callbacks run: the app's queue, or the main queue when it gave
 /// none. While a callback is queued or running it holds the device's clock, so a virtual clock
 /// never leaps past an app that is still answering (a read request, say).
+///
+/// Callbacks that arrive while an earlier one is still waiting for the queue join it: one
+/// block on the queue runs them in order, so a burst (notifications, say) costs one dispatch
+/// and one clock hold instead of one each. Callbacks made on the device's loop are handed to
+/// the queue at the end of the loop's burst of work (`EventLoop.atEndOfBurst`), so the many
+/// callbacks of one burst go in one block. A block that has started takes no more callbacks;
+/// those that arrive meanwhile go in the next block, after it.
 final class CallbackQueue: @unchecked Sendable {
     let queue: DispatchQueue
     private let clock: EventLoop
+    private let lock = NSLock()
+    /// Callbacks waiting for the block on the queue (guarded by `lock`).
+    private var waiting: [@Sendable () -> Void] = []
+    /// Whether a block is on the queue that has not taken `waiting` yet, or the loop will
+    /// queue one at the end of its burst (guarded by `lock`).
+    private var blockQueued = false
+    /// An emptied array kept for `waiting`, so that neither side allocates per block (guarded
+    /// by `lock`).
+    private var spare: [@Sendable () -> Void] = []
 
     init(queue: DispatchQueue?, clock: EventLoop) {
         self.queue = queue ?? .main
@@ -15,12 +31,40 @@ final class CallbackQueue: @unchecked Sendable {
 
     /// Runs `body` on the delegate queue, after the callbacks already queued.
     func async(_ body: @escaping @Sendable () -> Void) {
+        lock.lock()
+        waiting.append(body)
+        if blockQueued {
+            lock.unlock()
+            return
+        }
+        blockQueued = true
+        lock.unlock()
         clock.holdClock()
-        queue.async { [clock] in
+        if clock.inLoop {
+            clock.atEndOfBurst { [self] in queue.async { [self] in runWaiting() } }
+        } else {
+            queue.async { [self] in runWaiting() }
+        }
+    }
+
+    /// On the queue: runs the callbacks that joined this block, each followed by a look at the
+    /// threads waiting for a condition, then lets go of the clock.
+    private func runWaiting() {
+        var batch: [@Sendable () -> Void] = []
+        lock.lock()
+        swap(&batch, &spare)
+        swap(&batch, &waiting)
+        blockQueued = false
+        lock.unlock()
+        for body in batch {
             body()
             CallbackWaiters.shared.callbackFinished(clock: clock)
-            clock.releaseClock()
         }
+        batch.removeAll(keepingCapacity: true)
+        lock.lock()
+        if spare.capacity < batch.capacity { swap(&batch, &spare) }
+        lock.unlock()
+        clock.releaseClock()
     }
 }
 
