@@ -21,4 +21,11 @@ rm -f "$log"
 if [ -n "$total" ]; then
     echo "swift-testing: $((total - failed)) passed, $failed failed"
 fi
+# The benchmarks keep working: a few-second smoke run of every workload (debug build, tiny
+# counts, Bumble's side too when .venv has it). Its figures mean nothing; no timing is checked.
+echo "== cbbench smoke run"
+if ! { swift build --product cbbench && .build/debug/cbbench --smoke --json; }; then
+    echo "cbbench smoke run failed" >&2
+    status=1
+fi
 exit "$status"

@@ -400,7 +400,9 @@ func apiTimedThroughput(virtualSeconds: Int) -> [Figure] {
     pair.radio.run(for: .milliseconds(500))
     let before = central.notifications.value
     let t0 = pair.radio.now
-    let time = measureBoth { pair.radio.run(for: .seconds(virtualSeconds)) }
+    // A whole number of connection events, so that the window holds no partial event.
+    let events = Int64(virtualSeconds) * 1_000_000 / 7500
+    let time = measureBoth { pair.radio.run(for: .microseconds(events * 7500)) }
     let received = central.notifications.value - before
     let elapsed = pair.radio.now - t0
     peripheral.stopNotifying()

@@ -50,7 +50,12 @@ func fail(_ message: String) -> Never {
 }
 
 var argumentList = Array(CommandLine.arguments.dropFirst())
-let quick = argumentList.contains("--quick")
+/// `--smoke`: tiny counts, a few seconds even in a debug build (CI checks that every workload
+/// still runs; its figures mean nothing).
+let smoke = argumentList.contains("--smoke")
+let quick = argumentList.contains("--quick") || smoke
+/// The count for a full run, a --quick run and a --smoke run.
+func pick(_ full: Int, _ quickCount: Int, _ smokeCount: Int) -> Int { smoke ? smokeCount : quick ? quickCount : full }
 let json = argumentList.contains("--json")
 let withBumble = !argumentList.contains("--no-bumble")
 /// Internal: `--connections-child N` runs only workload 6 for N connections and prints its
@@ -69,8 +74,8 @@ let only: String? = {
     return argumentList[index + 1]
 }()
 @MainActor func selected(_ group: String) -> Bool { only == nil || only == group }
-if let unknown = Set(argumentList).subtracting(["--quick", "--json", "--no-bumble"]).first {
-    fail("unknown option \(unknown) (use --quick, --json, --no-bumble, --only NAME)")
+if let unknown = Set(argumentList).subtracting(["--quick", "--json", "--no-bumble", "--smoke"]).first {
+    fail("unknown option \(unknown) (use --quick, --json, --no-bumble, --smoke, --only NAME)")
 }
 
 func printJSON(_ figures: [Figure]) {
@@ -95,27 +100,30 @@ func progress(_ text: String) {
 var figures: [Figure] = []
 if selected("decode") {
     progress("HCI decoding")
-    figures += advertisingReportDecode(count: quick ? 200_000 : 1_000_000)
+    figures += advertisingReportDecode(count: pick(1_000_000, 200_000, 10_000))
 }
 
 if selected("pair") {
     progress("API pair: notify, write without response, read")
     let pair = BenchPair()
     // A short warm-up: first-time costs (buffers growing, lazy metadata) out of the figures.
-    _ = apiNotify(pair, count: 2_000, size: 20)
-    figures += apiNotify(pair, count: quick ? 50_000 : 300_000, size: 20)
-    figures += apiNotify(pair, count: quick ? 30_000 : 150_000, size: 244)
-    figures += apiWriteWithoutResponse(pair, count: quick ? 50_000 : 300_000)
-    figures += apiReadRoundTrip(pair, count: quick ? 2_000 : 10_000)
+    _ = apiNotify(pair, count: pick(2_000, 2_000, 100), size: 20)
+    figures += apiNotify(pair, count: pick(300_000, 50_000, 1_000), size: 20)
+    figures += apiNotify(pair, count: pick(150_000, 30_000, 1_000), size: 244)
+    figures += apiWriteWithoutResponse(pair, count: pick(300_000, 50_000, 1_000))
+    figures += apiReadRoundTrip(pair, count: pick(10_000, 2_000, 100))
 }
 if selected("adv") {
-    progress("advertising reports, 1,000 advertisers")
-    figures += apiAdvertisingReports(advertisers: 1000, virtualSeconds: quick ? 1 : 3)
+    progress("advertising reports, \(pick(1000, 1000, 20)) advertisers")
+    figures += apiAdvertisingReports(advertisers: pick(1000, 1000, 20), virtualSeconds: pick(3, 1, 1))
 }
 if selected("timed") {
     progress("timed air")
-    figures += apiTimedThroughput(virtualSeconds: quick ? 2 : 10)
+    figures += apiTimedThroughput(virtualSeconds: pick(10, 2, 1))
 }
+
+/// Children (workload 6, Bumble) that failed: the run exits with status 1 after its table.
+nonisolated(unsafe) var failures = 0
 
 /// Runs this executable again with `arguments` and returns the JSON object it prints.
 func runChild(_ executable: String, _ arguments: [String]) -> [String: Double]? {
@@ -124,13 +132,14 @@ func runChild(_ executable: String, _ arguments: [String]) -> [String: Double]? 
     process.arguments = arguments
     let output = Pipe()
     process.standardOutput = output
-    do { try process.run() } catch { progress("could not run \(executable): \(error)"); return nil }
+    do { try process.run() } catch { progress("could not run \(executable): \(error)"); failures += 1; return nil }
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0,
           let line = String(decoding: data, as: UTF8.self).split(separator: "\n").last(where: { $0.hasPrefix("{") }),
           let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
         progress("\(executable) \(arguments.joined(separator: " ")) failed (status \(process.terminationStatus))")
+        failures += 1
         return nil
     }
     return object.compactMapValues { ($0 as? NSNumber)?.doubleValue }
@@ -138,7 +147,7 @@ func runChild(_ executable: String, _ arguments: [String]) -> [String: Double]? 
 
 let executable = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
 let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? executable
-for n in [100, 1000] where selected("conn") {
+for n in (smoke ? [10] : [100, 1000]) where selected("conn") {
     progress("\(n) connections (child process)")
     guard let child = runChild(selfPath, ["--connections-child", "\(n)"]) else { continue }
     for key in ["conn_\(n)_setup_s", "conn_\(n)_kib_per_connection", "conn_\(n)_kib_per_device_pair"] {
@@ -163,7 +172,7 @@ if withBumble && selected("bumble") {
     if let root = repositoryRoot(), FileManager.default.isExecutableFile(atPath: root.appendingPathComponent(".venv/bin/python").path),
        let bumble = runChild(root.appendingPathComponent(".venv/bin/python").path, [
            root.appendingPathComponent("interop/peers/bumble_bench.py").path,
-           "--notifications", quick ? "5000" : "20000", "--reads", quick ? "500" : "2000",
+           "--notifications", "\(pick(20_000, 5_000, 200))", "--reads", "\(pick(2_000, 500, 20))",
        ]) {
         let ours = Dictionary(figures.map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
         if let rate = bumble["bumble_notify_20B_per_s"] {
@@ -198,3 +207,4 @@ if json {
         print(f.name.padding(toLength: 32, withPad: " ", startingAt: 0) + value.padding(toLength: 22, withPad: " ", startingAt: 0) + f.note)
     }
 }
+if failures > 0 { exit(1) }
