@@ -103,7 +103,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     func deviceDidStart(_ host: LEHost) {
         self.host = host
         host.delegate = self
-        let gatt = GATTServer(deviceName: Self.defaultDeviceName)
+        let gatt = GATTServer(deviceName: LocalDeviceName.current)
         // Flow control of indications is ours (`indicationWindow`); the server must not refuse
         // a value we already took from the app.
         gatt.indicationQueueLimit = Int.max
@@ -133,11 +133,6 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         fifoHead = 0
         inbox.withLock { $0.reset() }
     }
-
-    static let defaultDeviceName: String = {
-        let name = ProcessInfo.processInfo.hostName
-        return name.isEmpty || name == "localhost" ? "CoreBluetooth" : String(name.prefix(248))
-    }()
 
     // MARK: - Delivering to the app
 
