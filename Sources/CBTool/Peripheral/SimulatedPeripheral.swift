@@ -116,7 +116,7 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
             }
             services.forEach { peripheral.add($0) }
         case .unsupported, .unauthorized:
-            fail("no usable Bluetooth controller (state \(peripheral.state)); check CB_TRANSPORT")
+            fail("no usable Bluetooth controller: \(peripheral.linuxUnavailableReason ?? "state \(peripheral.state)"); check CB_TRANSPORT")
         default:
             break
         }
