@@ -1,6 +1,18 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+// The book's example apps (Examples/, listed in README.md), written only against Apple's API: their
+// logic in one library, so tests drive both sides in-process on a virtual radio, and one thin
+// executable each (`swift run Scanner`, …).
+var exampleTargets: [Target] {
+    let executables = [
+        "Scanner", "ConnectRSSI", "GATTExplorer", "ReadCharacteristic", "WriteCharacteristic", "Notifications",
+        "Streaming", "EchoServer", "EchoClient", "RemoteLed", "LedRemote", "IBeacon", "BeaconLocator",
+    ]
+    return [.target(name: "ExampleApps", dependencies: ["CoreBluetooth"], path: "Examples/ExampleApps")]
+        + executables.map { .executableTarget(name: $0, dependencies: ["ExampleApps"], path: "Examples/\($0)") }
+}
+
 // One target per layer of the stack; each layer depends only on the layers below it.
 let package = Package(
     name: "CoreBluetoothLinux",
@@ -21,7 +33,7 @@ let package = Package(
         // cbtool's subcommands, options and help.
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
-    targets: [
+    targets: exampleTargets + [
         // Little-endian readers/writers shared by every codec.
         .target(name: "ByteCoding"),
         // Serial event loops with a virtual clock: the one executor each controller + host runs on.
@@ -112,6 +124,8 @@ let package = Package(
         ]),
         // cbtool in-process (demo, specs, argument errors) and as processes sharing a radio.
         .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth"]),
+        // The example apps end to end, both sides on a virtual radio.
+        .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "CoreBluetooth"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
             "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",
@@ -119,3 +133,4 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+

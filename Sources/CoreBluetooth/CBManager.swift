@@ -10,6 +10,7 @@ import Scheduling
 /// see ``CBVirtualRadio`` and ``CBManagerOptionLinuxTransportKey`` for which controller.
 open class CBManager: NSObject, @unchecked Sendable {
     private var stateStorage: CBManagerState = .unknown
+    private var unavailableReasonStorage: String?
 
     /// The state of the device; `.unknown` until the first state callback.
     public var state: CBManagerState { synchronized { stateStorage } }
@@ -53,7 +54,9 @@ open class CBManager: NSObject, @unchecked Sendable {
     /// follows: `.poweredOn`, or `.unsupported` when the controller cannot be used.
     func startDevice() {
         guard let device else {
-            FileHandle.standardError.write(Data("[CoreBluetooth] no Bluetooth device: \(deviceProblem?.description ?? "?")\n".utf8))
+            let reason = deviceProblem?.description ?? "?"
+            synchronized { unavailableReasonStorage = reason }
+            StackLog.deviceProblem("no Bluetooth device: \(reason)")
             deliverState(.unsupported)
             return
         }
@@ -66,7 +69,8 @@ open class CBManager: NSObject, @unchecked Sendable {
                     self.deviceDidStart(host)
                     self.deliverState(.poweredOn)
                 case .failure(let problem):
-                    FileHandle.standardError.write(Data("[CoreBluetooth] Bluetooth device unusable: \(problem)\n".utf8))
+                    synchronized { self.unavailableReasonStorage = "\(problem)" }
+                    StackLog.deviceProblem("Bluetooth device unusable: \(problem)")
                     self.deliverState(.unsupported)
                 }
             }
@@ -120,6 +124,10 @@ open class CBManager: NSObject, @unchecked Sendable {
 // MARK: - Linux extensions
 
 extension CBManager {
+    /// **Linux extension.** Why the state is `.unsupported`: the controller `CB_TRANSPORT` (or
+    /// the transport option) names could not be opened or initialised. Nil otherwise.
+    public var linuxUnavailableReason: String? { synchronized { unavailableReasonStorage } }
+
     /// **Linux extension.** The address this manager's device uses on the air, once it is
     /// powered on: a static random address derived from the controller's public one
     /// ("CB:00:01:00:00:02" on the virtual radio, where the two are the same), as phones use

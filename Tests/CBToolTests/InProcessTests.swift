@@ -41,6 +41,8 @@ import Testing
         let heartRate = try #require(seen.first { $0["name"] as? String == "HeartRate" })
         #expect(heartRate["services"] as? [String] == ["180D", "180F"])
         #expect(heartRate["connectable"] as? Bool == true)
+        // The spec's manufacturer data, advertised through CBAdvertisementDataLinuxManufacturerDataKey.
+        #expect(heartRate["manufacturerData"] as? String == "ffff4842")
 
         let explore = CapturedRun.run(["explore", "HeartRate"], radio: radio)
         #expect(explore.status == 0, "\(explore.err)")

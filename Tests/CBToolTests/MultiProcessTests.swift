@@ -38,6 +38,16 @@ import Testing
         #expect(read.outputText == "87 %  [57]\n")
     }
 
+    @Test func anUnreachableControllerIsOneLine() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first")
+        let scan = try Child(Self.binary, ["scan", "--seconds", "1", "--transport", "tcp:127.0.0.1:1"], environment: ["CB_LOG": ""])
+        defer { scan.kill() }
+        #expect(scan.waitForExit(seconds: 20) == 1)
+        let lines = scan.errorText.split(separator: "\n")
+        #expect(lines.count == 1, "\(scan.errorText)")
+        #expect(lines.first?.hasPrefix("cbtool: no usable Bluetooth controller: tcp:127.0.0.1:1") == true)
+    }
+
     @Test func demoRunsWithNoArgumentsAndNoRadio() throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first")
         let identifiers = FileManager.default.temporaryDirectory.appendingPathComponent("cbtool-ids-\(UUID().uuidString).json").path

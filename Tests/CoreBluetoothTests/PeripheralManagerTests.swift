@@ -104,6 +104,24 @@ private final class Received: @unchecked Sendable {
 }
 
 /// A powered-on peripheral manager on a virtual radio of its own.
+/// Every advertisement a central scanning for everything reports (with duplicates).
+private final class AdvertisementCollector: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var seenStorage: [[String: Any]] = []
+    var seen: [[String: Any]] { lock.withLock { seenStorage } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) {
+        if central.state == .poweredOn {
+            central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        }
+    }
+
+    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+                        advertisementData: [String: Any], rssi RSSI: NSNumber) {
+        lock.withLock { seenStorage.append(advertisementData) }
+    }
+}
+
 private struct Rig {
     let radio = CBVirtualRadio(clock: .virtual)
     let recorder = Recorder()
@@ -541,6 +559,46 @@ private func makeService() -> CBMutableService {
         rig.radio.run(for: .seconds(1))
         #expect(scanner.snapshot { $0.reports.filter { $0.address == address }.count } <= before)
         #expect(rig.advertise([CBAdvertisementDataLocalNameKey: "Again"]) == nil)
+    }
+
+    @Test func linuxManufacturerDataReachesACentralAndAloneMakesABeacon() throws {
+        let rig = try Rig()
+        let key = CBAdvertisementDataLinuxManufacturerDataKey
+        // Not Data, shorter than a company identifier, longer than fits beside the flags.
+        for bad: Any in ["4c00", Data([0x4C]), Data(repeating: 0xFF, count: 27)] {
+            #expect((rig.advertise([key: bad]) as? CBError)?.code == .invalidParameters)
+        }
+        #expect(!rig.manager.isAdvertising)
+        let beacon = CBPeripheralManager.linuxIBeaconAdvertisementData(
+            proximityUUID: UUID(uuidString: "E20A39F4-73F5-4BC4-A12F-17D1AD07A961")!, major: 1122, minor: 3344, measuredPower: -56)
+        let expected = Data([0x4C, 0x00, 0x02, 0x15, 0xE2, 0x0A, 0x39, 0xF4, 0x73, 0xF5, 0x4B, 0xC4, 0xA1, 0x2F, 0x17, 0xD1,
+                             0xAD, 0x07, 0xA9, 0x61, 0x04, 0x62, 0x0D, 0x10, 0xC8])
+        #expect(beacon[key] as? Data == expected)
+        #expect(rig.advertise(beacon) == nil)
+        #expect(rig.manager.isAdvertising)
+
+        let scanner = AdvertisementCollector()
+        let central = CBVirtualRadio.withCurrent(rig.radio) {
+            CBCentralManager(delegate: scanner, queue: DispatchQueue(label: "scanner"))
+        }
+        #expect(rig.radio.run(until: { !scanner.seen.isEmpty }, timeout: .seconds(5)))
+        let first = try #require(scanner.seen.first)
+        #expect(first[CBAdvertisementDataManufacturerDataKey] as? Data == expected)
+        #expect((first[CBAdvertisementDataIsConnectable] as? NSNumber)?.boolValue == false)
+        #expect(first[CBAdvertisementDataLocalNameKey] == nil)
+
+        // With a name and a service it stays connectable, the data still advertised.
+        rig.manager.stopAdvertising()
+        let company = Data([0xFF, 0xFF, 0x48, 0x42])
+        #expect(rig.advertise([CBAdvertisementDataLocalNameKey: "HeartRate", CBAdvertisementDataServiceUUIDsKey: [CBUUID(string: "180D")],
+                               key: company]) == nil)
+        #expect(rig.radio.run(until: { scanner.seen.contains { $0[CBAdvertisementDataLocalNameKey] as? String == "HeartRate" } },
+                              timeout: .seconds(5)))
+        let named = try #require(scanner.seen.last { $0[CBAdvertisementDataLocalNameKey] as? String == "HeartRate" })
+        #expect(named[CBAdvertisementDataManufacturerDataKey] as? Data == company)
+        #expect((named[CBAdvertisementDataIsConnectable] as? NSNumber)?.boolValue == true)
+        #expect((named[CBAdvertisementDataServiceUUIDsKey] as? [CBUUID]) == [CBUUID(string: "180D")])
+        _ = central
     }
 
     @Test func advertisingGoesOnWhileACentralIsConnected() throws {

@@ -57,7 +57,7 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
         switch manager.state {
         case .poweredOn: return
         case .unknown, .resetting: throw ToolError("the Bluetooth controller did not power on in \(Int(seconds)) s")
-        default: throw ToolError("no usable Bluetooth controller (state \(manager.state)); check CB_TRANSPORT")
+        default: throw ToolError("no usable Bluetooth controller: \(manager.linuxUnavailableReason ?? "state \(manager.state)"); check CB_TRANSPORT")
         }
     }
 

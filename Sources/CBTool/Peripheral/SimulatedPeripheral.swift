@@ -116,7 +116,7 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
             }
             services.forEach { peripheral.add($0) }
         case .unsupported, .unauthorized:
-            fail("no usable Bluetooth controller (state \(peripheral.state)); check CB_TRANSPORT")
+            fail("no usable Bluetooth controller: \(peripheral.linuxUnavailableReason ?? "state \(peripheral.state)"); check CB_TRANSPORT")
         default:
             break
         }
@@ -132,12 +132,14 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
             return pendingServices
         }
         guard remaining == 0 else { return }
-        let advertised = advertisedServices()
-        if spec.manufacturerData != nil {
-            say("note: manufacturer data is not advertised: CBPeripheralManager.startAdvertising takes only the local name and service UUIDs")
+        var advertisement: [String: Any] = [CBAdvertisementDataLocalNameKey: spec.name,
+                                            CBAdvertisementDataServiceUUIDsKey: advertisedServices()]
+        // Apple's startAdvertising takes only the name and UUIDs; manufacturer data goes through
+        // the Linux extension (checked by PeripheralSpec.validate()).
+        if let hex = spec.manufacturerData, let bytes = try? InputParsing.hex(hex) {
+            advertisement[CBAdvertisementDataLinuxManufacturerDataKey] = Data(bytes)
         }
-        peripheral.startAdvertising([CBAdvertisementDataLocalNameKey: spec.name,
-                                     CBAdvertisementDataServiceUUIDsKey: advertised])
+        peripheral.startAdvertising(advertisement)
     }
 
     /// The spec's advertised services, else every primary service's UUID.
@@ -152,7 +154,8 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
             return
         }
         lock.withLock { advertisingStorage = true }
-        say("advertising as \"\(spec.name)\" with services \(advertisedServices().map(\.uuidString).joined(separator: ", "))")
+        let manufacturer = spec.manufacturerData.map { " and manufacturer data \($0.lowercased())" } ?? ""
+        say("advertising as \"\(spec.name)\" with services \(advertisedServices().map(\.uuidString).joined(separator: ", "))\(manufacturer)")
         startNotifications()
     }
 

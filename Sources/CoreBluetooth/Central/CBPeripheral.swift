@@ -124,6 +124,22 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
     }
 
+    /// Reports a procedure's outcome through one delegate callback: on success `apply` runs
+    /// first (on the loop: discovery results go onto the objects), then `callback` with no
+    /// error; on failure `callback` with Apple's error — nothing for a disconnection, which
+    /// the app hears of instead.
+    private func report<T>(_ result: Result<T, GATTClientError>, apply: (T) -> Void = { _ in },
+                           _ callback: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate, (any Error)?) -> Void) {
+        switch result {
+        case .success(let value):
+            apply(value)
+            deliver { peripheral, delegate in callback(peripheral, delegate, nil) }
+        case .failure(let failure):
+            guard let error = StackErrors.error(failure) else { return }
+            deliver { peripheral, delegate in callback(peripheral, delegate, error) }
+        }
+    }
+
     // MARK: - Services
 
     /// Discovers the services with these UUIDs (all when nil or empty):
@@ -133,14 +149,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         let wanted = serviceUUIDs.flatMap { $0.isEmpty ? nil : $0.map(\.bluetoothUUID) }
         onLink { [weak self] link, _ in
             let finish: @Sendable (Result<[DiscoveredService], GATTClientError>) -> Void = { [weak self] result in
-                guard let self else { return }
-                switch result {
-                case .success(let found):
-                    self.mergeServices(found, requested: wanted)
-                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didDiscoverServices: nil) }
-                case .failure(let error):
-                    guard let error = StackErrors.error(error) else { return }
-                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didDiscoverServices: error) }
+                self?.report(result, apply: { self?.mergeServices($0, requested: wanted) }) { peripheral, delegate, error in
+                    delegate.peripheral(peripheral, didDiscoverServices: error)
                 }
             }
             guard let wanted else { return link.client.discoverPrimaryServices(completion: finish) }
@@ -193,18 +203,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         let wanted = includedServiceUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
         onLink { [weak self] link, _ in
             link.client.discoverIncludedServices(of: target) { result in
-                guard let self else { return }
-                switch result {
-                case .success(let found):
-                    self.mergeIncluded(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
-                    self.deliver { peripheral, delegate in
-                        delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: nil)
-                    }
-                case .failure(let error):
-                    guard let error = StackErrors.error(error) else { return }
-                    self.deliver { peripheral, delegate in
-                        delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
-                    }
+                self?.report(result, apply: { found in
+                    self?.mergeIncluded(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
+                }) { peripheral, delegate, error in
+                    delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
                 }
             }
         }
@@ -238,18 +240,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         let wanted = characteristicUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
         onLink { [weak self] link, _ in
             link.client.discoverCharacteristics(of: target) { result in
-                guard let self else { return }
-                switch result {
-                case .success(let found):
-                    self.mergeCharacteristics(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
-                    self.deliver { peripheral, delegate in
-                        delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: nil)
-                    }
-                case .failure(let error):
-                    guard let error = StackErrors.error(error) else { return }
-                    self.deliver { peripheral, delegate in
-                        delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
-                    }
+                self?.report(result, apply: { found in
+                    self?.mergeCharacteristics(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
+                }) { peripheral, delegate, error in
+                    delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
                 }
             }
         }
@@ -358,15 +352,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
         onLink { [weak self] link, _ in
             link.client.writeValue(bytes, to: target.valueHandle) { result in
-                guard let self else { return }
-                let error: (any Error)?
-                switch result {
-                case .success: error = nil
-                case .failure(let failure):
-                    guard let mapped = StackErrors.error(failure) else { return }
-                    error = mapped
+                self?.report(result) { peripheral, delegate, error in
+                    delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
                 }
-                self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error) }
             }
         }
     }
@@ -417,18 +405,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard requireConnected("discoverDescriptors(for:)"), let target = requireOwn(characteristic, "discoverDescriptors(for:)") else { return }
         onLink { [weak self] link, _ in
             link.client.discoverDescriptors(of: target) { result in
-                guard let self else { return }
-                switch result {
-                case .success(let found):
-                    self.mergeDescriptors(found, into: characteristic)
-                    self.deliver { peripheral, delegate in
-                        delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: nil)
-                    }
-                case .failure(let error):
-                    guard let error = StackErrors.error(error) else { return }
-                    self.deliver { peripheral, delegate in
-                        delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
-                    }
+                self?.report(result, apply: { self?.mergeDescriptors($0, into: characteristic) }) { peripheral, delegate, error in
+                    delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
                 }
             }
         }
@@ -485,15 +463,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         let bytes = [UInt8](data)
         onLink { [weak self] link, _ in
             link.client.writeValue(bytes, to: handle) { result in
-                guard let self else { return }
-                let error: (any Error)?
-                switch result {
-                case .success: error = nil
-                case .failure(let failure):
-                    guard let mapped = StackErrors.error(failure) else { return }
-                    error = mapped
+                self?.report(result) { peripheral, delegate, error in
+                    delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error)
                 }
-                self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error) }
             }
         }
     }

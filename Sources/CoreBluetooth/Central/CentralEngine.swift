@@ -313,22 +313,3 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
         }
     }
 }
-
-/// A value that crosses to the delegate queue as is (dictionaries of `Any` the app receives).
-struct Unchecked<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
-extension Unchecked where Value == () -> Bool {
-    /// The closure as `@Sendable`, for a caller that promises it only reads thread-safe state.
-    var sendable: @Sendable () -> Bool { { value() } }
-}
-
-/// The name this device gives itself in its GAP service: the machine's host name.
-enum LocalDeviceName {
-    static let current: String = {
-        let name = ProcessInfo.processInfo.hostName
-        return name.isEmpty ? "Linux" : String(name.prefix(64))
-    }()
-}

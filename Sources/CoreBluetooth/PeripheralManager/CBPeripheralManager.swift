@@ -74,16 +74,20 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     }
 
     /// Advertises `CBAdvertisementDataLocalNameKey` (`String`) and
-    /// `CBAdvertisementDataServiceUUIDsKey` (`[CBUUID]`), and no other key, as connectable
-    /// and scannable legacy advertising every 100 ms:
+    /// `CBAdvertisementDataServiceUUIDsKey` (`[CBUUID]`), and no other of Apple's keys, as
+    /// connectable and scannable legacy advertising every 100 ms:
     /// `peripheralManagerDidStartAdvertising(_:error:)` follows. The name goes in the scan
     /// response when it does not fit beside the UUIDs; UUIDs that fit nowhere are not
     /// advertised (Core Bluetooth's overflow area). The advertised name also becomes the
     /// GAP Device Name centrals read.
+    ///
+    /// **Linux extension:** ``CBAdvertisementDataLinuxManufacturerDataKey`` (`Data`) adds
+    /// manufacturer data; alone, it makes a non-connectable beacon advertisement (see the key).
     open func startAdvertising(_ advertisementData: [String: Any]?) {
         guard requirePoweredOn("startAdvertising(_:)") else { return }
         var name: String?
         var serviceUUIDs: [BluetoothUUID] = []
+        var manufacturerData: [UInt8]?
         var problem: String?
         for (key, value) in advertisementData ?? [:] {
             switch key {
@@ -93,8 +97,13 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
                 if let list = value as? [CBUUID] { serviceUUIDs = list.map(\.bluetoothUUID) } else {
                     problem = "the value of \(key) must be an array of CBUUID"
                 }
+            case CBAdvertisementDataLinuxManufacturerDataKey:
+                if let data = value as? Data, data.count >= 2 { manufacturerData = [UInt8](data) } else {
+                    problem = "the value of \(key) must be Data starting with the 2-byte company identifier"
+                }
             default:
                 problem = "\(key) cannot be advertised; only CBAdvertisementDataLocalNameKey and CBAdvertisementDataServiceUUIDsKey can"
+                    + " (and, as a Linux extension, CBAdvertisementDataLinuxManufacturerDataKey)"
             }
             if problem != nil { break }
         }
@@ -103,8 +112,8 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
             deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: error) }
             return
         }
-        let (localName, uuids) = (name, serviceUUIDs)
-        onEngine { $0.startAdvertising(name: localName, serviceUUIDs: uuids) }
+        let (localName, uuids, manufacturer) = (name, serviceUUIDs, manufacturerData)
+        onEngine { $0.startAdvertising(name: localName, serviceUUIDs: uuids, manufacturerData: manufacturer) }
     }
 
     /// Stops advertising.

@@ -103,7 +103,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     func deviceDidStart(_ host: LEHost) {
         self.host = host
         host.delegate = self
-        let gatt = GATTServer(deviceName: Self.defaultDeviceName)
+        let gatt = GATTServer(deviceName: LocalDeviceName.current)
         // Flow control of indications is ours (`indicationWindow`); the server must not refuse
         // a value we already took from the app.
         gatt.indicationQueueLimit = Int.max
@@ -133,11 +133,6 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         fifoHead = 0
         inbox.withLock { $0.reset() }
     }
-
-    static let defaultDeviceName: String = {
-        let name = ProcessInfo.processInfo.hostName
-        return name.isEmpty || name == "localhost" ? "CoreBluetooth" : String(name.prefix(248))
-    }()
 
     // MARK: - Delivering to the app
 
@@ -261,23 +256,35 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
 
     // MARK: - Advertising
 
-    func startAdvertising(name: String?, serviceUUIDs: [BluetoothUUID]) {
+    /// `manufacturerData` (the Linux extension: company identifier little-endian, then data)
+    /// alone makes a beacon: non-connectable, non-scannable, all in the advertisement.
+    func startAdvertising(name: String?, serviceUUIDs: [BluetoothUUID], manufacturerData: [UInt8]? = nil) {
         guard let host, let gatt else { return }
         guard advertising == .off else {
             let error = CBError(.alreadyAdvertising)
             deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: error) }
             return
         }
+        let manufacturer = manufacturerData.flatMap { ManufacturerData(bytes: $0) }
+        let beacon = manufacturer != nil && name == nil && serviceUUIDs.isEmpty
         // Core Bluetooth keeps the scan response for the local name: UUIDs that do not fit
         // the advertising data go to the overflow area.
-        let packer = AdvertisingPacker(serviceUUIDsMayUseScanResponse: false)
+        let packer = AdvertisingPacker(scanResponseLimit: beacon ? 0 : AdvertisingData.legacyMaximumLength,
+                                       serviceUUIDsMayUseScanResponse: false)
         let packed = packer.pack(AdvertisingContent(flags: .leGeneralDiscoverableLEOnly, localName: name,
-                                                    serviceUUIDs: serviceUUIDs))
+                                                    serviceUUIDs: serviceUUIDs, manufacturerData: manufacturer.map { [$0] } ?? []))
+        if !packed.unplaced.isEmpty {
+            let error = CBError(.invalidParameters, userInfo: [
+                NSLocalizedDescriptionKey: "the manufacturer data (\(manufacturerData?.count ?? 0) bytes) does not fit in the advertisement",
+            ])
+            deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: error) }
+            return
+        }
         if !packed.overflowServiceUUIDs.isEmpty {
             StackLog.log("advertising: service UUIDs \(packed.overflowServiceUUIDs) do not fit and are not advertised (overflow area)")
         }
         // From the device's static random address (LocalDevice sets it), as phones advertise.
-        let parameters = AdvertisingParameters(connectable: true, scannable: true, intervalMin: 0x00A0, intervalMax: 0x00A0,
+        let parameters = AdvertisingParameters(connectable: !beacon, scannable: !beacon, intervalMin: 0x00A0, intervalMax: 0x00A0,
                                                data: packed.advertisingData.encoded, scanResponse: packed.scanResponse.encoded,
                                                ownRandomAddress: host.randomAddress != nil)
         if let name, !name.isEmpty { gatt.deviceName = String(name.prefix(248)) }

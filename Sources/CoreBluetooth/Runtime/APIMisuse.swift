@@ -24,6 +24,16 @@ enum APIMisuse {
 /// misbehaving): standard error when `CB_LOG` is set.
 enum StackLog {
     static let isEnabled = ProcessInfo.processInfo.environment["CB_LOG"].map { !$0.isEmpty && $0 != "0" } ?? false
+    /// `CB_LOG=0`: not even why a device is unusable (a tool that reports it itself, from
+    /// `linuxUnavailableReason`).
+    static let isQuiet = ProcessInfo.processInfo.environment["CB_LOG"] == "0"
+
+    /// Why a manager has no usable device: on standard error unless `CB_LOG=0`, as the app
+    /// otherwise sees only `.unsupported`.
+    static func deviceProblem(_ message: String) {
+        guard !isQuiet else { return }
+        FileHandle.standardError.write(Data("[CoreBluetooth] \(message)\n".utf8))
+    }
 
     static func log(_ message: @autoclosure () -> String) {
         guard isEnabled else { return }

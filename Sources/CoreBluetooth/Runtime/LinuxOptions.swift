@@ -1,3 +1,7 @@
+import AssignedNumbers
+import Foundation
+import GAP
+
 // Linux extensions to the managers' init options. Apple's keys start with "CB…OptionKey"; these
 // are marked "Linux" in their names so that code using them is plainly not iOS code.
 
@@ -18,3 +22,38 @@ public let CBManagerOptionLinuxPositionKey = "kCBLinuxOptionPosition"
 /// **Linux extension.** A btsnoop file to capture this manager's HCI traffic in (`String`),
 /// instead of `CB_SNOOP`.
 public let CBManagerOptionLinuxSnoopPathKey = "kCBLinuxOptionSnoopPath"
+
+// MARK: Advertising manufacturer data (beacons)
+
+/// **Linux extension.** Manufacturer-specific data for `CBPeripheralManager.startAdvertising(_:)`
+/// to advertise (`Data`: the company identifier, little-endian, then the payload — the same form
+/// `CBAdvertisementDataManufacturerDataKey` has in a central's `advertisementData`), accepted in
+/// addition to Apple's two keys. On iOS the only way to advertise manufacturer data is an
+/// iBeacon through CoreLocation (`CLBeaconRegion.peripheralData(withMeasuredPower:)`);
+/// ``CBPeripheralManager/linuxIBeaconAdvertisementData(proximityUUID:major:minor:measuredPower:)``
+/// builds that dictionary here.
+///
+/// It must hold at least the 2-octet company identifier and fit: at most 26 octets in the
+/// advertisement beside the flags (29 in the scan response, next to no name); otherwise
+/// `peripheralManagerDidStartAdvertising(_:error:)` reports `CBError.invalidParameters`.
+/// With manufacturer data alone (no local name, no service UUIDs) the device advertises as a
+/// beacon does: non-connectable and non-scannable (ADV_NONCONN_IND) every 100 ms, flags then the
+/// manufacturer data in one advertisement. With a name or UUIDs too it stays connectable and
+/// scannable; the manufacturer data goes in the advertisement after the UUIDs and name when it
+/// fits there, else in the scan response.
+public let CBAdvertisementDataLinuxManufacturerDataKey = "kCBLinuxAdvDataManufacturerData"
+
+extension CBPeripheralManager {
+    /// **Linux extension.** The advertisement data of an iBeacon, for
+    /// `startAdvertising(_:)`: what CoreLocation's `CLBeaconRegion.peripheralData(withMeasuredPower:)`
+    /// gives on iOS. One ``CBAdvertisementDataLinuxManufacturerDataKey`` entry: Apple's company
+    /// identifier `4C 00`, beacon type `02`, length `15`, then the proximity UUID, major and minor
+    /// (big-endian, unlike the rest of Bluetooth) and `measuredPower`, the RSSI in dBm at 1 m
+    /// (signed). 25 octets, so the device advertises non-connectable, as iBeacons do.
+    public static func linuxIBeaconAdvertisementData(proximityUUID: UUID, major: UInt16, minor: UInt16,
+                                                     measuredPower: Int8) -> [String: Any] {
+        let uuid = withUnsafeBytes(of: proximityUUID.uuid) { BluetoothUUID(bigEndian: Array($0))! }
+        let beacon = IBeacon(proximityUUID: uuid, major: major, minor: minor, measuredPower: measuredPower)
+        return [CBAdvertisementDataLinuxManufacturerDataKey: Data(beacon.manufacturerData.bytes)]
+    }
+}

@@ -1,0 +1,21 @@
+import Foundation
+
+/// A value that crosses to the delegate queue as is (dictionaries of `Any` the app receives).
+struct Unchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+extension Unchecked where Value == () -> Bool {
+    /// The closure as `@Sendable`, for a caller that promises it only reads thread-safe state.
+    var sendable: @Sendable () -> Bool { { value() } }
+}
+
+/// The name a device gives itself in its GAP service until the app names it (a peripheral
+/// manager's advertised name): the machine's host name, as a phone uses its own name.
+enum LocalDeviceName {
+    static let current: String = {
+        let name = ProcessInfo.processInfo.hostName
+        return name.isEmpty || name == "localhost" ? "CoreBluetooth" : String(name.prefix(248))
+    }()
+}
