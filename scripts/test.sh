@@ -13,19 +13,19 @@ swift build --build-tests || exit 1
 log=$(mktemp)
 swift test --skip-build 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-# One plain closing line with the Swift Testing totals (the XCTest runner, which has no tests
-# here, prints "Executed 0 tests" first).
-total=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+')
-failed=$(grep -cE '^✘ Test .*(failed|with [0-9]+ test cases failed)' "$log")
-rm -f "$log"
-if [ -n "$total" ]; then
-    echo "swift-testing: $((total - failed)) passed, $failed failed"
-fi
 # The benchmarks keep working: a few-second smoke run of every workload (debug build, tiny
 # counts, Bumble's side too when .venv has it). Its figures mean nothing; no timing is checked.
 echo "== cbbench smoke run"
 if ! { swift build --product cbbench && .build/debug/cbbench --smoke --json; }; then
     echo "cbbench smoke run failed" >&2
     status=1
+fi
+# One plain closing line with the Swift Testing totals, last (the XCTest runner, which has no
+# tests here, prints "Executed 0 tests" first).
+total=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+')
+failed=$(grep -cE '^✘ Test .*(failed|with [0-9]+ test cases failed)' "$log")
+rm -f "$log"
+if [ -n "$total" ]; then
+    echo "swift-testing: $((total - failed)) passed, $failed failed"
 fi
 exit "$status"
