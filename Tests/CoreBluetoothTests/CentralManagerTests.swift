@@ -12,7 +12,7 @@ import Testing
 /// with a GATT server, and a central manager on the same virtual radio: the central role's
 /// behaviour end to end, on virtual time, through Apple's API only.
 final class CentralFixture: @unchecked Sendable {
-    let radio = CBVirtualRadio(clock: .virtual)
+    let radio: CBVirtualRadio
     let recorder = CentralRecorder()
     let central: CBCentralManager
     let device: RawDevice
@@ -29,7 +29,8 @@ final class CentralFixture: @unchecked Sendable {
     static let indicating = CBUUID(string: "6E400004-B5A3-F393-E0A9-E50E24DCCA9E")
 
     init(advertising: AdvertisingData? = nil, scanResponse: AdvertisingData = [], position: Double = 2,
-         preferredMTU: Int? = nil) throws {
+         preferredMTU: Int? = nil, airTime: CBVirtualRadio.AirTime = .instant) throws {
+        radio = CBVirtualRadio(clock: .virtual, airTime: airTime)
         device = try RawDevice(radio: radio, position: .init(x: position))
         device.preferredMTU = preferredMTU
         heartRate = try server.addService(GATTService(uuid: BluetoothUUID(uuid16: 0x180D), characteristics: [
@@ -311,6 +312,24 @@ final class CentralFixture: @unchecked Sendable {
         #expect(peripheral.state == .disconnected)
     }
 
+    @Test func aConnectionThatFailsToBeEstablishedReportsDidFailToConnect() throws {
+        // Timed air: the link layer needs the peripheral's first packets to establish the link.
+        let fixture = try CentralFixture(airTime: .timed)
+        fixture.central.scanForPeripherals(withServices: nil)
+        #expect(fixture.wait(for: "discover Sensor"))
+        let peripheral = try #require(fixture.recorder.discovered(named: "Sensor"))
+        fixture.central.stopScan()
+        fixture.central.connect(peripheral)
+        // Time stops as the peripheral's controller reports the connection: it walks away
+        // before the first connection event.
+        #expect(fixture.wait { fixture.device.snapshot { $0.connection != nil } })
+        fixture.device.onLoop { device in device.controller.position = .init(x: 10_000) }
+        #expect(fixture.wait(for: "fail error cb 10"))
+        #expect(peripheral.state == .disconnected)
+        #expect(fixture.recorder.log.count(prefix: "connect") == 0)
+        #expect(fixture.recorder.log.count(prefix: "disconnect") == 0)
+    }
+
     @Test func releasingThePeripheralCancelsItsConnection() throws {
         let fixture = try CentralFixture()
         weak var released: CBPeripheral?
@@ -319,10 +338,12 @@ final class CentralFixture: @unchecked Sendable {
             released = peripheral
             fixture.recorder.forget()
         }
-        // The last callbacks that held it have finished.
-        fixture.recorder.queue.sync {}
-        fixture.radio.run(for: .seconds(1))
-        fixture.recorder.queue.sync {}
+        // Blocks and timers that captured it (callbacks, the waits' deadlines) let go as the
+        // queues and the loop move on: a few steps of virtual time at most.
+        for _ in 0..<20 where released != nil {
+            fixture.recorder.queue.sync {}
+            fixture.radio.run(for: .milliseconds(100))
+        }
         #expect(released == nil)
         #expect(fixture.wait({ fixture.device.snapshot { $0.connection == nil } }))
         #expect(fixture.recorder.log.count(prefix: "disconnect") == 0)

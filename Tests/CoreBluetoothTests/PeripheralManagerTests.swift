@@ -439,7 +439,8 @@ private func makeService() -> CBMutableService {
             manager.respond(to: request, withResult: .unlikelyError)
         }
         #expect(try central.read(handle) == [7])
-        #expect(APIMisuse.reports.contains { $0.contains("already answered") })
+        // The second answer comes after the first reached the central: wait for the callback.
+        #expect(rig.radio.run(until: { APIMisuse.reports.contains { $0.contains("already answered") } }, timeout: .seconds(1)))
 
         // Never answered: the client's transaction times out (30 s of virtual time), nothing breaks.
         rig.recorder.onRead = { _, _ in }

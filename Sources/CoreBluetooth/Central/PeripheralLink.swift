@@ -63,7 +63,11 @@ final class PeripheralLink: @unchecked Sendable {
         }
         readyTimer = loop.schedule(after: Self.mtuExchangeGrace) { [weak self] in self?.becomeReady() }
         client.exchangeMTU { [weak self] result in
-            if case .failure(let error) = result { StackLog.log("ATT MTU exchange failed: \(error)") }
+            if case .failure(let error) = result {
+                // The link went down before it was ready: the app hears didFailToConnect.
+                guard error != .disconnected else { return }
+                StackLog.log("ATT MTU exchange failed: \(error)")
+            }
             self?.becomeReady()
         }
     }
