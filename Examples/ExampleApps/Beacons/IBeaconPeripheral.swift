@@ -34,13 +34,14 @@ public final class IBeaconPeripheral: NSObject, CBPeripheralManagerDelegate, @un
 
     public func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
         switch peripheral.state {
-        case .poweredOn: startAdvertising()
+        // The manager handed in: this first callback may come before `init` stored it.
+        case .poweredOn: startAdvertising(peripheral)
         case .poweredOff: stopAdvertising()
         default: break
         }
     }
 
-    private func startAdvertising() {
+    private func startAdvertising(_ peripheralManager: CBPeripheralManager) {
         let data = CBPeripheralManager.linuxIBeaconAdvertisementData(
             proximityUUID: beacon.proximityUUID, major: beacon.major, minor: beacon.minor, measuredPower: beacon.measuredPower)
         peripheralManager.startAdvertising(data)

@@ -48,14 +48,15 @@ public final class ScannerCentral: NSObject, CBCentralManagerDelegate, @unchecke
 
     public func centralManagerDidUpdateState(_ central: CBCentralManager) {
         if central.state == .poweredOn {
-            startBleScan()
+            // The manager handed in: this first callback may come before `init` stored it.
+            startBleScan(on: central)
         } else {
             log("Bluetooth unavailable")
         }
     }
 
     /// Clears the list and scans for `scanSeconds`.
-    public func startBleScan() {
+    public func startBleScan(on central: CBCentralManager? = nil) {
         log("discovering devices")
         let timer = timers.every(1, on: queue) { [weak self] in self?.tick() }
         state.update {
@@ -65,7 +66,7 @@ public final class ScannerCentral: NSObject, CBCentralManagerDelegate, @unchecke
             $0.timer = timer
             $0.scanning = true
         }
-        centralManager.scanForPeripherals(withServices: nil, options: nil)
+        (central ?? centralManager).scanForPeripherals(withServices: nil, options: nil)
     }
 
     private func tick() {

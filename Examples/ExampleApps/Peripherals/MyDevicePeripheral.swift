@@ -31,7 +31,9 @@ public final class MyDevicePeripheral: NSObject, CBPeripheralManagerDelegate, @u
         switch peripheral.state {
         case .poweredOn:
             log("Bluetooth on")
-            if gattProfile { buildGattProfile() } else { startAdvertising() }
+            // The manager handed in, not the stored property: this first callback may come
+            // before `init` has stored it (the queue is another thread).
+            if gattProfile { buildGattProfile(peripheral) } else { startAdvertising(peripheral) }
         case .poweredOff:
             log("Bluetooth off")
         default:
@@ -39,7 +41,7 @@ public final class MyDevicePeripheral: NSObject, CBPeripheralManagerDelegate, @u
         }
     }
 
-    private func buildGattProfile() {
+    private func buildGattProfile(_ peripheralManager: CBPeripheralManager) {
         let service = CBMutableService(type: Self.serviceUuid, primary: true)
         let characteristic = CBMutableCharacteristic(type: Self.characteristicUuid, properties: [.read, .notify],
                                                      value: nil, permissions: [.readable, .writeable])
@@ -50,10 +52,10 @@ public final class MyDevicePeripheral: NSObject, CBPeripheralManagerDelegate, @u
     public func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
         if let error { return log("Problem adding service: \(error.localizedDescription)") }
         log("added service to peripheral")
-        startAdvertising()
+        startAdvertising(peripheral)
     }
 
-    private func startAdvertising() {
+    private func startAdvertising(_ peripheralManager: CBPeripheralManager) {
         var data: [String: Any] = [:]
         if !advertisingName.isEmpty { data[CBAdvertisementDataLocalNameKey] = advertisingName }
         if gattProfile { data[CBAdvertisementDataServiceUUIDsKey] = [Self.serviceUuid] }
