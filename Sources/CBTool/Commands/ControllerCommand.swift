@@ -21,18 +21,13 @@ struct ControllerCommand: ParsableCommand {
     var listen: [String] = ["127.0.0.1:0"]
 
     @Option(name: .long, help: "Air time model: instant or timed.")
-    var airTime: String = "instant"
+    var airTime: AirTimeMode = .instant
 
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).")
     var seconds: Double?
 
     func run() throws {
-        let mode: AirTimeMode
-        switch airTime {
-        case "instant": mode = .instant
-        case "timed": mode = .timed
-        default: throw ToolError("--air-time must be instant or timed, not \(airTime)")
-        }
+        let mode = airTime
         let loop = EventLoop(name: "radio", pacing: .realTime)
         let radio = VirtualRadio(loop: loop, airTime: mode, seed: UInt64(UInt32.random(in: 1...UInt32.max)))
         var servers: [H4TCPServer] = []

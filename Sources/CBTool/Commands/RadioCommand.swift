@@ -25,17 +25,12 @@ struct RadioCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The socket path to listen on.", valueName: "path"))
     var listen: String
     @Option(name: .long, help: "Air time model: instant or timed.")
-    var airTime: String = "instant"
+    var airTime: AirTimeMode = .instant
     @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).")
     var seconds: Double?
 
     func run() throws {
-        let mode: AirTimeMode
-        switch airTime {
-        case "instant": mode = .instant
-        case "timed": mode = .timed
-        default: throw ToolError("--air-time must be instant or timed, not \(airTime)")
-        }
+        let mode = airTime
         let loop = EventLoop(name: "shared radio", pacing: .realTime)
         defer { loop.shutdown() }
         let radio = VirtualRadio(loop: loop, airTime: mode, seed: UInt64.random(in: 1...UInt64.max))
