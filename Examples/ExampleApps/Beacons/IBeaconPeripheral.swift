@@ -34,16 +34,18 @@ public final class IBeaconPeripheral: NSObject, CBPeripheralManagerDelegate, @un
 
     public func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
         switch peripheral.state {
-        case .poweredOn: startAdvertising()
+        case .poweredOn: startAdvertising(on: peripheral)
         case .poweredOff: stopAdvertising()
         default: break
         }
     }
 
-    private func startAdvertising() {
+    // The manager comes from the callback: the first state callback may run on the delegate
+    // queue before `init` has stored `peripheralManager`.
+    private func startAdvertising(on manager: CBPeripheralManager) {
         let data = CBPeripheralManager.linuxIBeaconAdvertisementData(
             proximityUUID: beacon.proximityUUID, major: beacon.major, minor: beacon.minor, measuredPower: beacon.measuredPower)
-        peripheralManager.startAdvertising(data)
+        manager.startAdvertising(data)
     }
 
     public func stopAdvertising() {

@@ -31,7 +31,7 @@ public final class MyDevicePeripheral: NSObject, CBPeripheralManagerDelegate, @u
         switch peripheral.state {
         case .poweredOn:
             log("Bluetooth on")
-            if gattProfile { buildGattProfile() } else { startAdvertising() }
+            if gattProfile { buildGattProfile(on: peripheral) } else { startAdvertising(on: peripheral) }
         case .poweredOff:
             log("Bluetooth off")
         default:
@@ -39,25 +39,27 @@ public final class MyDevicePeripheral: NSObject, CBPeripheralManagerDelegate, @u
         }
     }
 
-    private func buildGattProfile() {
+    // The manager comes from the callback: the first state callback may run on the delegate
+    // queue before `init` has stored `peripheralManager`.
+    private func buildGattProfile(on manager: CBPeripheralManager) {
         let service = CBMutableService(type: Self.serviceUuid, primary: true)
         let characteristic = CBMutableCharacteristic(type: Self.characteristicUuid, properties: [.read, .notify],
                                                      value: nil, permissions: [.readable, .writeable])
         service.characteristics = [characteristic]
-        peripheralManager.add(service)
+        manager.add(service)
     }
 
     public func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
         if let error { return log("Problem adding service: \(error.localizedDescription)") }
         log("added service to peripheral")
-        startAdvertising()
+        startAdvertising(on: peripheral)
     }
 
-    private func startAdvertising() {
+    private func startAdvertising(on manager: CBPeripheralManager) {
         var data: [String: Any] = [:]
         if !advertisingName.isEmpty { data[CBAdvertisementDataLocalNameKey] = advertisingName }
         if gattProfile { data[CBAdvertisementDataServiceUUIDsKey] = [Self.serviceUuid] }
-        peripheralManager.startAdvertising(data)
+        manager.startAdvertising(data)
     }
 
     public func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
