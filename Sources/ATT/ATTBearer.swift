@@ -299,7 +299,8 @@ public final class ATTBearer: @unchecked Sendable {
     /// closed or the link's queue is over its bound (then `onReadyToSendCommands` follows).
     public func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
         guard isOpen else { return false }
-        let value = Array(value.prefix(ATTMTU.maximumNotificationValueLength(mtu: mtu)))
+        let limit = ATTMTU.maximumNotificationValueLength(mtu: mtu)
+        let value = value.count <= limit ? value : Array(value.prefix(limit))
         return sendUnacknowledged(ATTPDU.HandleValueNotification(attributeHandle: handle, attributeValue: value).encode())
     }
 

@@ -16,7 +16,7 @@ extension HCIDriver {
             logger.log(.warning, "ACL for 0x\(String(handle, radix: 16)) before the driver runs; rejected")
             return false
         }
-        guard var connection = connections[handle] else {
+        guard let connection = connections[handle] else {
             logger.log(.warning, "ACL for unknown connection 0x\(String(handle, radix: 16)); rejected")
             return false
         }
@@ -31,17 +31,18 @@ extension HCIDriver {
         var offset = 0
         while offset < pdu.count {
             let end = min(offset + fragmentSize, pdu.count)
+            // A PDU that fits one fragment goes as it is, without a copy.
+            let data = offset == 0 && end == pdu.count ? pdu : Array(pdu[offset..<end])
             let packet = ACLDataPacket(handle: handle, boundary: offset == 0 ? .firstNonFlushable : .continuing,
-                                       data: Array(pdu[offset..<end]))
+                                       data: data)
             connection.fragments.append((packet: packet, endsPDU: end == pdu.count))
             offset = end
         }
         connection.queuedPDUs += 1
         if !sendOrder.contains(handle) { sendOrder.append(handle) }
-        connections[handle] = connection
         pumpACL()
-        if let left = connections[handle], !left.fragments.isEmpty {
-            connections[handle]?.waitedForCredits = true
+        if !connection.fragments.isEmpty, connections[handle] === connection {
+            connection.waitedForCredits = true
         }
         return true
     }
@@ -62,7 +63,7 @@ extension HCIDriver {
         var drained: [ConnectionHandle] = []
         while aclCredits > 0, !sendOrder.isEmpty {
             let handle = sendOrder.removeFirst()
-            guard var connection = connections[handle], let next = connection.fragments.popFirst() else { continue }
+            guard let connection = connections[handle], let next = connection.fragments.popFirst() else { continue }
             aclCredits -= 1
             connection.inFlight += 1
             if next.endsPDU { connection.queuedPDUs -= 1 }
@@ -74,7 +75,6 @@ extension HCIDriver {
             } else {
                 sendOrder.append(handle)
             }
-            connections[handle] = connection
             // State is consistent before the send: a transport may answer synchronously.
             transport.send(.acl(next.packet))
         }
@@ -86,7 +86,7 @@ extension HCIDriver {
     func handleNumberOfCompletedPackets(_ event: NumberOfCompletedPackets) {
         let total = controllerInfo?.totalACLDataPackets ?? 0
         for entry in event.entries {
-            guard var connection = connections[entry.handle] else {
+            guard let connection = connections[entry.handle] else {
                 logger.log(.debug, "Number Of Completed Packets for unknown handle 0x\(String(entry.handle, radix: 16))")
                 continue
             }
@@ -97,7 +97,6 @@ extension HCIDriver {
                     + "0x\(String(entry.handle, radix: 16)) but only \(connection.inFlight) were in flight")
             }
             connection.inFlight -= returned
-            connections[entry.handle] = connection
             aclCredits = min(aclCredits + returned, total)
         }
         pumpACL()
@@ -124,6 +123,13 @@ extension HCIDriver {
     func handleInboundACL(_ packet: ACLDataPacket) {
         // Data is accepted for handles not (yet) registered: events and data travel separate
         // paths on some transports, so data can overtake its Connection Complete.
+        // The common case, a whole PDU in one packet with nothing being reassembled, skips the
+        // reassembler's bookkeeping.
+        if packet.boundary != .continuing, !reassembler.hasPartials, packet.data.count >= 4,
+           4 + (Int(packet.data[0]) | Int(packet.data[1]) << 8) == packet.data.count {
+            delegate?.didReceiveACL(handle: packet.handle, pdu: packet.data)
+            return
+        }
         for outcome in reassembler.receive(packet) {
             switch outcome {
             case .pdu(let pdu): delegate?.didReceiveACL(handle: packet.handle, pdu: pdu)
@@ -153,6 +159,9 @@ struct ACLReassembler {
     }
 
     private var partials: [ConnectionHandle: Partial] = [:]
+
+    /// Whether a PDU is being reassembled on any handle.
+    var hasPartials: Bool { !partials.isEmpty }
 
     /// Whether a PDU is being reassembled on this handle.
     func inProgress(handle: ConnectionHandle) -> Bool { partials[handle] != nil }

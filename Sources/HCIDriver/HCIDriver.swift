@@ -96,8 +96,9 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     /// Sent and not yet answered, oldest first.
     var outstandingCommands: [PendingCommand] = []
 
-    // Outbound ACL.
-    struct OutboundConnection {
+    // Outbound ACL. A class, so the hot paths change it in place: a struct copied out of the
+    // dictionary and written back copied its fragment queue's storage on every packet.
+    final class OutboundConnection {
         var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>()
         var queuedPDUs = 0
         /// Packets handed to the controller and not yet reported by Number Of Completed Packets.

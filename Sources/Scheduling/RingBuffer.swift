@@ -1,37 +1,48 @@
 /// A growable FIFO queue with O(1) append and pop and no per-element allocation.
 public struct RingBuffer<Element> {
-    private var storage: [Element?]
-    private var head = 0
-    public private(set) var count = 0
+    // Inlinable, so that each user specialises it for its element type: unspecialised generic
+    // code looked up metadata and copied elements through witnesses on every append and pop.
+    @usableFromInline var storage: [Element?]
+    @usableFromInline var head = 0
+    @usableFromInline var _count = 0
 
+    @inlinable
+    public var count: Int { _count }
+
+    @inlinable
     public init(capacity: Int = 16) {
         storage = Array(repeating: nil, count: max(1, capacity))
     }
 
+    @inlinable
     public var isEmpty: Bool { count == 0 }
 
+    @inlinable
     public mutating func append(_ element: Element) {
         if count == storage.count { grow() }
         storage[(head + count) % storage.count] = element
-        count += 1
+        _count += 1
     }
 
+    @inlinable
     public mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
-        let element = storage[head]
-        storage[head] = nil
+        let element = storage[head].take()
         head = (head + 1) % storage.count
-        count -= 1
+        _count -= 1
         return element
     }
 
+    @inlinable
     public var first: Element? { count > 0 ? storage[head] : nil }
 
+    @inlinable
     public mutating func removeAll() {
         while popFirst() != nil {}
     }
 
-    private mutating func grow() {
+    @inlinable
+    mutating func grow() {
         var bigger: [Element?] = Array(repeating: nil, count: storage.count * 2)
         for i in 0..<count { bigger[i] = storage[(head + i) % storage.count] }
         storage = bigger

@@ -13,48 +13,62 @@ public final class InProcessHCILink: Sendable {
     public init() {
         hostEnd = End()
         controllerEnd = End()
-        hostEnd.peer.withLock { $0 = controllerEnd }
-        controllerEnd.peer.withLock { $0 = hostEnd }
+        hostEnd.state.withLock { $0.peer = controllerEnd }
+        controllerEnd.state.withLock { $0.peer = hostEnd }
     }
 
     public final class End: HCITransport, @unchecked Sendable {
-        struct Opened {
-            var loop: EventLoop
-            var sink: HCIPacketSink
+        struct State {
+            var peer: End?
+            var loop: EventLoop?
+            var sink: HCIPacketSink?
+            var closed = false
+            /// Packets that arrived and are not delivered yet: before this end opened (as a
+            /// socket would hold them), or waiting for their loop job. Each job delivers the
+            /// oldest, so packets keep their places among the loop's other jobs, and no job
+            /// needs a closure of its own per packet.
+            var arrived = RingBuffer<HCIPacket>()
         }
-        let peer = Mutex<End?>(nil)
-        let state = Mutex<Opened?>(nil)
-        let closed = Mutex(false)
-        /// What arrived before this end opened, as a socket would hold it.
-        let early = Mutex<[HCIPacket]>([])
+        let state = Mutex(State())
+        /// `state.sink`, which is never cleared once set: read without a retain by the delivery
+        /// jobs (a sink is typically weakly referenced too, and retaining such an object goes
+        /// through its side table, once per packet). Set under `state`'s lock before any
+        /// delivery job is posted.
+        private nonisolated(unsafe) unowned(unsafe) var openedSink: HCIPacketSink?
 
         public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
-            if closed.withLock({ $0 }) { throw HCITransportError("in-process HCI link is closed") }
-            let waiting = early.withLock { packets in
-                state.withLock { $0 = Opened(loop: loop, sink: sink) }
-                defer { packets = [] }
-                return packets
+            let waiting: Int? = state.withLock { state in
+                guard !state.closed else { return nil }
+                state.loop = loop
+                state.sink = sink
+                openedSink = sink
+                return state.arrived.count
             }
-            if !waiting.isEmpty { loop.execute { for packet in waiting { sink.receive(packet) } } }
+            guard let waiting else { throw HCITransportError("in-process HCI link is closed") }
+            if waiting > 0 { loop.execute { self.deliverArrived(waiting) } }
         }
 
         public func send(_ packet: HCIPacket) {
-            guard !closed.withLock({ $0 }), let peer = peer.withLock({ $0 }) else { return }
-            peer.deliver(packet)
+            let peer = state.withLock { $0.closed ? nil : $0.peer }
+            peer?.deliver(packet)
         }
 
         func deliver(_ packet: HCIPacket) {
-            guard !closed.withLock({ $0 }) else { return }
-            let opened: Opened? = early.withLock { packets in
-                guard let opened = state.withLock({ $0 }) else {
-                    packets.append(packet)
-                    return nil
-                }
-                return opened
+            let loop: EventLoop? = state.withLock { state in
+                guard !state.closed else { return nil }
+                state.arrived.append(packet)
+                return state.loop
             }
-            guard let opened else { return }
-            let sink = opened.sink
-            opened.loop.execute { sink.receive(packet) }
+            loop?.execute { self.deliverArrived(1) }
+        }
+
+        /// On the loop: hands the `count` oldest packets that arrived to the sink.
+        private func deliverArrived(_ count: Int) {
+            guard let sink = openedSink else { return }
+            for _ in 0..<count {
+                guard let packet = state.withLock({ $0.arrived.popFirst() }) else { return }
+                sink.receive(packet)
+            }
         }
 
         /// Closes both ends: this sink hears `nil`, the other end's sink hears `error`.
@@ -62,14 +76,18 @@ public final class InProcessHCILink: Sendable {
 
         public func close(peerError: HCITransportError) {
             closeOne(nil)
-            peer.withLock { $0 }?.closeOne(peerError)
+            state.withLock { $0.peer }?.closeOne(peerError)
         }
 
         func closeOne(_ error: HCITransportError?) {
-            let wasClosed = closed.withLock { c in defer { c = true }; return c }
-            guard !wasClosed, let opened = state.withLock({ $0 }) else { return }
-            let sink = opened.sink
-            opened.loop.execute { sink.transportClosed(error) }
+            let opened: (EventLoop, HCIPacketSink)? = state.withLock { state in
+                guard !state.closed else { return nil }
+                state.closed = true
+                guard let loop = state.loop, let sink = state.sink else { return nil }
+                return (loop, sink)
+            }
+            guard let (loop, sink) = opened else { return }
+            loop.execute { sink.transportClosed(error) }
         }
     }
 }

@@ -128,8 +128,9 @@ extension VirtualController {
         let size = Int(connection.maxTxOctets)
         while offset < acl.data.count {
             let end = min(offset + size, acl.data.count)
+            let payload = offset == 0 && end == acl.data.count ? acl.data : Array(acl.data[offset..<end])
             connection.dataQueue.append(Connection.Queued(
-                pdu: DataPDU(llid: llid, payload: Array(acl.data[offset..<end])), releasesBuffer: end == acl.data.count))
+                pdu: DataPDU(llid: llid, payload: payload), releasesBuffer: end == acl.data.count))
             llid = .continuation
             offset = end
         }
@@ -142,15 +143,19 @@ extension VirtualController {
         guard !completedFlushScheduled else { return }
         completedFlushScheduled = true
         // Batched: one Number Of Completed Packets per loop turn, as controllers do.
-        loop.execute { [weak self] in self?.flushCompletedPackets() }
+        // The job holds the controller only until it runs (a weak capture cost more per packet).
+        loop.execute { self.flushCompletedPackets() }
     }
 
     func flushCompletedPackets() {
         completedFlushScheduled = false
-        let entries = completedPackets.filter { connections[$0.key] != nil }
-            .sorted { $0.key < $1.key }
-            .map { NumberOfCompletedPackets.Entry(handle: $0.key, completedPackets: $0.value) }
-        completedPackets = [:]
+        var entries: [NumberOfCompletedPackets.Entry] = []
+        entries.reserveCapacity(completedPackets.count)
+        for (handle, count) in completedPackets where connections[handle] != nil {
+            entries.append(NumberOfCompletedPackets.Entry(handle: handle, completedPackets: count))
+        }
+        if entries.count > 1 { entries.sort { $0.handle < $1.handle } }
+        completedPackets.removeAll(keepingCapacity: true)
         guard !entries.isEmpty else { return }
         send(.event(NumberOfCompletedPackets(entries: entries).packet))
     }

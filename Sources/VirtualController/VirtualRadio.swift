@@ -32,8 +32,17 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     public var pathLoss: PathLossModel
     var random: SeededGenerator
 
-    struct Entry {
+    /// The weak reference to a device, boxed: an `Entry` is copied out of `devices` on every
+    /// transmission (twice for the RSSI), and copying a weak reference costs side-table work
+    /// that copying a strong one does not.
+    final class WeakDevice {
         weak var device: RadioDevice?
+        init(_ device: RadioDevice) { self.device = device }
+    }
+
+    struct Entry {
+        let ref: WeakDevice
+        var device: RadioDevice? { ref.device }
         var position: RadioPosition
         /// Added to the path-loss model's power (dB), e.g. a stronger or weaker transmitter.
         var txPowerOffset: Double
@@ -66,7 +75,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     public func attach(_ device: RadioDevice, at position: RadioPosition = RadioPosition()) -> RadioDeviceID {
         let id = nextID
         nextID += 1
-        devices[id] = Entry(device: device, position: position, txPowerOffset: 0, poweredOn: true)
+        devices[id] = Entry(ref: WeakDevice(device), position: position, txPowerOffset: 0, poweredOn: true)
         deviceOrder.append(id)
         return id
     }
@@ -182,8 +191,30 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         guard let device = devices[receiver]?.device, let rssi = rssi(from: sender, to: receiver) else { return nil }
         dataPDUsSent += 1
         let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
-        deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
+        if air == 0 && loop.inLoop {
+            // Instant air: one loop job per PDU as before, in the same place among the loop's
+            // jobs, but the PDU waits in a queue rather than in a closure allocated for it.
+            instantData.append(InstantData(device: device, pdu: pdu, accessAddress: accessAddress, rssi: rssi))
+            loop.execute { self.deliverInstantData() }
+        } else {
+            deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
+        }
         return air
+    }
+
+    struct InstantData {
+        let device: RadioDevice
+        let pdu: DataPDU
+        let accessAddress: UInt32
+        let rssi: Int8
+    }
+
+    /// Data PDUs sent with no air time, oldest first; each has its own job on the loop (loop-confined).
+    private var instantData = RingBuffer<InstantData>()
+
+    private func deliverInstantData() {
+        guard let next = instantData.popFirst() else { return }
+        next.device.radioDidReceive(next.pdu, accessAddress: next.accessAddress, rssi: next.rssi)
     }
 
     /// Whether the two devices of a connection can currently hear each other.

@@ -299,9 +299,13 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     private func deliverValue(_ result: Result<[UInt8], GATTClientError>, for characteristic: CBCharacteristic) {
         switch result {
         case .success(let bytes):
+            // One closure per value (what `deliver(update:_:)` does, without its two inner ones).
             let value = Data(bytes)
-            deliver(update: { characteristic.valueStorage = value }) { peripheral, delegate in
-                delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: nil)
+            guard let manager else { return }
+            manager.callbacks.async { [weak self] in
+                guard let self else { return }
+                synchronized { characteristic.valueStorage = value }
+                if let delegate = self.delegate { delegate.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
             }
         case .failure(let error):
             guard let error = StackErrors.error(error) else { return }

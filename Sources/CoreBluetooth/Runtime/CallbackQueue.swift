@@ -1,5 +1,6 @@
 import Foundation
 import Scheduling
+import Synchronization
 
 /// Where one manager's delegate callbacks run: the app's queue, or the main queue when it gave
 /// none. While a callback is queued or running it holds the device's clock, so a virtual clock
@@ -16,13 +17,19 @@ final class CallbackQueue: @unchecked Sendable {
     private let clock: EventLoop
     private let lock = NSLock()
     /// Callbacks waiting for the block on the queue (guarded by `lock`).
-    private var waiting: [@Sendable () -> Void] = []
+    private var waiting: [Callback] = []
     /// Whether a block is on the queue that has not taken `waiting` yet, or the loop will
     /// queue one at the end of its burst (guarded by `lock`).
     private var blockQueued = false
     /// An emptied array kept for `waiting`, so that neither side allocates per block (guarded
     /// by `lock`).
-    private var spare: [@Sendable () -> Void] = []
+    private var spare: [Callback] = []
+
+    /// A callback, wrapped: closures stored directly in an array are kept at their most general
+    /// abstraction, which costs a thunk allocated around each.
+    struct Callback {
+        let body: @Sendable () -> Void
+    }
 
     init(queue: DispatchQueue?, clock: EventLoop) {
         self.queue = queue ?? .main
@@ -32,7 +39,7 @@ final class CallbackQueue: @unchecked Sendable {
     /// Runs `body` on the delegate queue, after the callbacks already queued.
     func async(_ body: @escaping @Sendable () -> Void) {
         lock.lock()
-        waiting.append(body)
+        waiting.append(Callback(body: body))
         if blockQueued {
             lock.unlock()
             return
@@ -50,14 +57,14 @@ final class CallbackQueue: @unchecked Sendable {
     /// On the queue: runs the callbacks that joined this block, each followed by a look at the
     /// threads waiting for a condition, then lets go of the clock.
     private func runWaiting() {
-        var batch: [@Sendable () -> Void] = []
+        var batch: [Callback] = []
         lock.lock()
         swap(&batch, &spare)
         swap(&batch, &waiting)
         blockQueued = false
         lock.unlock()
-        for body in batch {
-            body()
+        for callback in batch {
+            callback.body()
             CallbackWaiters.shared.callbackFinished(clock: clock)
         }
         batch.removeAll(keepingCapacity: true)
@@ -153,12 +160,28 @@ final class CallbackWaiters: @unchecked Sendable {
         }
     }
 
-    func add(_ waiter: Waiter) { waiters.withLock { $0.append(waiter) } }
-    func remove(_ waiter: Waiter) { waiters.withLock { $0.removeAll { $0 === waiter } } }
+    /// How many waiters there are: callbacks with nobody waiting skip the lock.
+    private let count = Atomic<Int>(0)
+
+    func add(_ waiter: Waiter) {
+        waiters.withLock {
+            $0.append(waiter)
+            count.store($0.count, ordering: .releasing)
+        }
+    }
+
+    func remove(_ waiter: Waiter) {
+        waiters.withLock {
+            $0.removeAll { $0 === waiter }
+            count.store($0.count, ordering: .releasing)
+        }
+    }
 
     /// A callback (or a test's event) finished: waiters on `clock`'s radio, and those on the
     /// wall clock, look at their conditions again. Nil checks every waiter.
     func callbackFinished(clock: EventLoop? = nil) {
+        guard count.load(ordering: .acquiring) > 0 else { return }
+        // A reference to the list (no copy of it), so conditions run without the lock.
         let current = waiters.withLock { $0 }
         for waiter in current where clock == nil || waiter.clock == nil || waiter.clock === clock {
             waiter.check()
