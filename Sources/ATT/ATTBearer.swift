@@ -63,81 +63,81 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     public let loop: EventLoop
-    private weak var channel: (any ATTChannel)?
+    @exclusivity(unchecked) private weak var channel: (any ATTChannel)?
     /// Logs what the bearer drops or rejects; nil logs nothing.
-    public var log: (@Sendable (String) -> Void)?
+    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
 
     // MARK: Configuration
 
     /// The Rx MTU this side offers, as client and as server (the same both ways, §3.4.2.2).
     /// Values below 23 count as 23.
-    public var preferredMTU = ATTMTU.preferred
+    @exclusivity(unchecked) public var preferredMTU = ATTMTU.preferred
     /// How long a request waits for its response and an indication for its confirmation.
-    public var transactionTimeout: Duration = .seconds(30)
+    @exclusivity(unchecked) public var transactionTimeout: Duration = .seconds(30)
     /// `sendCommand` and `notify` refuse while the link has this many PDUs waiting for
     /// controller buffers.
-    public var maximumQueuedPDUsForUnacknowledged = 8
+    @exclusivity(unchecked) public var maximumQueuedPDUsForUnacknowledged = 8
     /// Requests a misbehaving client may pile up while one is being served; more are dropped.
-    public var maximumWaitingRequests = 8
+    @exclusivity(unchecked) public var maximumWaitingRequests = 8
 
     // MARK: State
 
     /// ATT_MTU: 23 until an exchange.
-    public private(set) var mtu = ATTMTU.leDefault
+    @exclusivity(unchecked) public private(set) var mtu = ATTMTU.leDefault
     /// Called when an exchange changes `mtu`.
-    public var onMTUChanged: ((Int) -> Void)?
+    @exclusivity(unchecked) public var onMTUChanged: ((Int) -> Void)?
     /// Whether this side sent its Exchange MTU Request.
-    public private(set) var hasRequestedMTUExchange = false
+    @exclusivity(unchecked) public private(set) var hasRequestedMTUExchange = false
     /// Whether this side answered the peer's Exchange MTU Request.
-    public private(set) var hasAnsweredMTUExchange = false
+    @exclusivity(unchecked) public private(set) var hasAnsweredMTUExchange = false
     /// Set once the bearer has closed; nothing is sent or accepted after that.
-    public private(set) var closeReason: CloseReason?
+    @exclusivity(unchecked) public private(set) var closeReason: CloseReason?
     public var isOpen: Bool { closeReason == nil }
     /// Called once when the bearer closes, after every pending operation has failed.
-    public var onClose: ((CloseReason) -> Void)?
+    @exclusivity(unchecked) public var onClose: ((CloseReason) -> Void)?
     /// The link's security level, for the server's permission checks.
     public var securityLevel: LESecurityLevel { channel?.securityLevel ?? .noSecurity }
 
     // MARK: Client side
 
     /// A Handle Value Notification: handle, value.
-    public var onNotification: ((ATTHandle, [UInt8]) -> Void)?
+    @exclusivity(unchecked) public var onNotification: ((ATTHandle, [UInt8]) -> Void)?
     /// A Multiple Handle Value Notification: its handle/value pairs in order.
-    public var onMultipleNotification: (([(handle: ATTHandle, value: [UInt8])]) -> Void)?
+    @exclusivity(unchecked) public var onMultipleNotification: (([(handle: ATTHandle, value: [UInt8])]) -> Void)?
     /// A Handle Value Indication: handle, value. The bearer confirms it when this returns.
-    public var onIndication: ((ATTHandle, [UInt8]) -> Void)?
+    @exclusivity(unchecked) public var onIndication: ((ATTHandle, [UInt8]) -> Void)?
     /// `sendCommand` or `notify` returned false earlier and the link can take more now.
-    public var onReadyToSendCommands: (() -> Void)?
+    @exclusivity(unchecked) public var onReadyToSendCommands: (() -> Void)?
 
     private struct PendingRequest {
         var pdu: ATTPDU
         var completion: (Result<ATTPDU, ATTBearerError>) -> Void
     }
-    private var waitingRequests = RingBuffer<PendingRequest>()
-    private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
-    private var refusedUnacknowledged = false
+    @exclusivity(unchecked) private var waitingRequests = RingBuffer<PendingRequest>()
+    @exclusivity(unchecked) private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
+    @exclusivity(unchecked) private var refusedUnacknowledged = false
 
     // MARK: Server side
 
     /// Each request from the peer (except Exchange MTU, which the bearer answers), with the
     /// responder that must answer it. The next request waits until it has. When nil, requests
     /// get Request Not Supported.
-    public var onRequest: ((ATTPDU, ATTResponder) -> Void)?
+    @exclusivity(unchecked) public var onRequest: ((ATTPDU, ATTResponder) -> Void)?
     /// Each Write Command. (Signed Write Commands are dropped until signing exists.)
-    public var onCommand: ((ATTPDU) -> Void)?
+    @exclusivity(unchecked) public var onCommand: ((ATTPDU) -> Void)?
 
-    private var incomingRequests = RingBuffer<[UInt8]>()
-    private var servingRequest: UInt64?
-    private var nextRequestID: UInt64 = 0
-    private var isDispatchingRequests = false
+    @exclusivity(unchecked) private var incomingRequests = RingBuffer<[UInt8]>()
+    @exclusivity(unchecked) private var servingRequest: UInt64?
+    @exclusivity(unchecked) private var nextRequestID: UInt64 = 0
+    @exclusivity(unchecked) private var isDispatchingRequests = false
 
     private struct PendingIndication {
         var handle: ATTHandle
         var value: [UInt8]
         var completion: (Result<Void, ATTBearerError>) -> Void
     }
-    private var waitingIndications = RingBuffer<PendingIndication>()
-    private var outstandingIndication: (indication: PendingIndication, timer: TimerHandle)?
+    @exclusivity(unchecked) private var waitingIndications = RingBuffer<PendingIndication>()
+    @exclusivity(unchecked) private var outstandingIndication: (indication: PendingIndication, timer: TimerHandle)?
 
     /// A bearer on `channel`, which it takes over (its `onReceive`, `onClose`, `onCanSendMore`).
     /// The channel is held weakly: its link owns it.
@@ -540,8 +540,8 @@ public final class ATTResponder: @unchecked Sendable {
     /// The request to answer.
     public let request: ATTPDU
     private let id: UInt64
-    private weak var bearer: ATTBearer?
-    public private(set) var hasResponded = false
+    @exclusivity(unchecked) private weak var bearer: ATTBearer?
+    @exclusivity(unchecked) public private(set) var hasResponded = false
 
     fileprivate init(request: ATTPDU, id: UInt64, bearer: ATTBearer) {
         self.request = request

@@ -1,3 +1,4 @@
+import Scheduling
 /// An attribute handle (Core spec Vol 3 Part F §3.2.2): 0x0001…0xFFFF; 0x0000 is reserved and
 /// never names an attribute.
 public struct ATTHandle: RawRepresentable, Hashable, Comparable, Sendable, ExpressibleByIntegerLiteral,
@@ -27,4 +28,8 @@ public struct ATTHandle: RawRepresentable, Hashable, Comparable, Sendable, Expre
         let hex = String(rawValue, radix: 16, uppercase: true)
         return "0x" + String(repeating: "0", count: 4 - hex.count) + hex
     }
+}
+
+extension ATTHandle: IntegerMapKey {
+    @inlinable public var integerMapBits: UInt64 { UInt64(rawValue) }
 }

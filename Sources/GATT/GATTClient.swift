@@ -1,3 +1,4 @@
+import Scheduling
 import ATT
 import AssignedNumbers
 import ByteCoding
@@ -16,37 +17,37 @@ import ByteCoding
 public final class GATTClient: @unchecked Sendable {
     public let bearer: any GATTClientBearer
     /// Procedures that may wait behind the running one; more fail with `.queueFull`.
-    public var maximumQueuedProcedures = 32
+    @exclusivity(unchecked) public var maximumQueuedProcedures = 32
     /// Logs what the client drops; nil logs nothing.
-    public var log: (@Sendable (String) -> Void)?
+    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
 
     /// The server's database changed in this range (a Service Changed indication): what was
     /// discovered there is stale and must be discovered again.
-    public var onServiceChanged: ((ClosedRange<ATTHandle>) -> Void)?
+    @exclusivity(unchecked) public var onServiceChanged: ((ClosedRange<ATTHandle>) -> Void)?
     /// The value handle of the Service Changed characteristic, learned when characteristic
     /// discovery finds it (or set from a cache).
-    public var serviceChangedHandle: ATTHandle?
+    @exclusivity(unchecked) public var serviceChangedHandle: ATTHandle?
     /// A notification or indication for a value nobody subscribed to through this client.
-    public var onUnhandledValue: ((ATTHandle, [UInt8]) -> Void)?
+    @exclusivity(unchecked) public var onUnhandledValue: ((ATTHandle, [UInt8]) -> Void)?
     /// `writeWithoutResponse` returned false earlier and the link can take more now.
-    public var onReadyToSendWriteWithoutResponse: (() -> Void)?
+    @exclusivity(unchecked) public var onReadyToSendWriteWithoutResponse: (() -> Void)?
     /// Whether the last write without response was taken; false until the link drains after
     /// a refusal (what `canSendWriteWithoutResponse` reports).
-    public private(set) var canSendWriteWithoutResponse = true
+    @exclusivity(unchecked) public private(set) var canSendWriteWithoutResponse = true
     /// Called once when the bearer closes, after every procedure failed.
-    public var onClose: ((GATTClientError) -> Void)?
+    @exclusivity(unchecked) public var onClose: ((GATTClientError) -> Void)?
     /// Set once the bearer closed: what every procedure fails with from then on.
-    public private(set) var closeError: GATTClientError?
+    @exclusivity(unchecked) public private(set) var closeError: GATTClientError?
 
-    private var valueHandlers: [ATTHandle: ([UInt8]) -> Void] = [:]
+    @exclusivity(unchecked) private var valueHandlers = IntegerKeyMap<ATTHandle, ([UInt8]) -> Void>()
 
     private struct Procedure {
         let start: () -> Void
         let fail: (GATTClientError) -> Void
     }
-    private var waiting: [Procedure] = []
-    private var running: Procedure?
-    private var isDispatching = false
+    @exclusivity(unchecked) private var waiting: [Procedure] = []
+    @exclusivity(unchecked) private var running: Procedure?
+    @exclusivity(unchecked) private var isDispatching = false
 
     /// A client on `bearer`: it takes over the bearer's notification and indication handlers
     /// and chains onto `onClose` and `onReadyToSendCommands`.
@@ -575,8 +576,8 @@ public final class GATTClient: @unchecked Sendable {
     }
 
     private final class ProcedureState {
-        var isStarted = false
-        var isFinished = false
+        @exclusivity(unchecked) var isStarted = false
+        @exclusivity(unchecked) var isFinished = false
     }
 
     private func startNext() {

@@ -59,14 +59,14 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     public let loop: EventLoop
     public let transport: HCITransport
     public let configuration: HCIDriverConfiguration
-    public var logger: HCILogger
-    public weak var delegate: HCIDriverDelegate?
+    @exclusivity(unchecked) public var logger: HCILogger
+    @exclusivity(unchecked) public weak var delegate: HCIDriverDelegate?
 
     /// What the controller told us during `start`; nil until it completes.
-    public internal(set) var controllerInfo: ControllerInfo?
+    @exclusivity(unchecked) public internal(set) var controllerInfo: ControllerInfo?
 
     enum State { case idle, starting, running, closed }
-    var state: State = .idle
+    @exclusivity(unchecked) var state: State = .idle
 
     // Commands.
     final class PendingCommand {
@@ -77,7 +77,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         let expected: HCICommandCompletion?
         let timeout: Duration
         let completion: (Result<HCICommandResponse, HCIError>) -> Void
-        var timer: TimerHandle?
+        @exclusivity(unchecked) var timer: TimerHandle?
 
         init(id: UInt64, packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
              timeout: Duration, completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
@@ -89,31 +89,31 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             self.completion = completion
         }
     }
-    var nextCommandID: UInt64 = 0
+    @exclusivity(unchecked) var nextCommandID: UInt64 = 0
     /// Commands the controller has room for (Num_HCI_Command_Packets). One before it speaks.
-    public internal(set) var commandCredits = 1
-    var commandQueue = RingBuffer<PendingCommand>()
+    @exclusivity(unchecked) public internal(set) var commandCredits = 1
+    @exclusivity(unchecked) var commandQueue = RingBuffer<PendingCommand>()
     /// Sent and not yet answered, oldest first.
-    var outstandingCommands: [PendingCommand] = []
+    @exclusivity(unchecked) var outstandingCommands: [PendingCommand] = []
 
     // Outbound ACL. A class, so the hot paths change it in place: a struct copied out of the
     // dictionary and written back copied its fragment queue's storage on every packet.
     final class OutboundConnection {
-        var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>()
-        var queuedPDUs = 0
+        @exclusivity(unchecked) var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>()
+        @exclusivity(unchecked) var queuedPDUs = 0
         /// Packets handed to the controller and not yet reported by Number Of Completed Packets.
-        var inFlight = 0
+        @exclusivity(unchecked) var inFlight = 0
         /// The queue had to wait for controller buffers: tell the delegate when it drains.
-        var waitedForCredits = false
+        @exclusivity(unchecked) var waitedForCredits = false
     }
-    var connections: [ConnectionHandle: OutboundConnection] = [:]
+    @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, OutboundConnection>()
     /// Connections with fragments waiting, in round-robin order.
-    var sendOrder: [ConnectionHandle] = []
+    @exclusivity(unchecked) var sendOrder: [ConnectionHandle] = []
     /// Free controller ACL buffers.
-    public internal(set) var aclCredits = 0
+    @exclusivity(unchecked) public internal(set) var aclCredits = 0
 
     // Inbound ACL.
-    var reassembler = ACLReassembler()
+    @exclusivity(unchecked) var reassembler = ACLReassembler()
 
     public init(transport: HCITransport, loop: EventLoop,
                 configuration: HCIDriverConfiguration = HCIDriverConfiguration(),

@@ -10,16 +10,16 @@ public final class LEConnection: @unchecked Sendable {
     public let role: LERole
     public let peer: LEAddress
     /// Units of 1.25 ms, connection events, 10 ms.
-    public internal(set) var interval: UInt16
-    public internal(set) var latency: UInt16
-    public internal(set) var supervisionTimeout: UInt16
-    public internal(set) var isEncrypted = false
+    @exclusivity(unchecked) public internal(set) var interval: UInt16
+    @exclusivity(unchecked) public internal(set) var latency: UInt16
+    @exclusivity(unchecked) public internal(set) var supervisionTimeout: UInt16
+    @exclusivity(unchecked) public internal(set) var isEncrypted = false
     /// Longest link-layer payload each way (27 until the data length update).
-    public internal(set) var maxTxOctets: UInt16 = 27
-    public internal(set) var maxRxOctets: UInt16 = 27
+    @exclusivity(unchecked) public internal(set) var maxTxOctets: UInt16 = 27
+    @exclusivity(unchecked) public internal(set) var maxRxOctets: UInt16 = 27
     /// The PHYs in use each way (LE 1M until a PHY update).
-    public internal(set) var txPHY: LEPHY = .le1M
-    public internal(set) var rxPHY: LEPHY = .le1M
+    @exclusivity(unchecked) public internal(set) var txPHY: LEPHY = .le1M
+    @exclusivity(unchecked) public internal(set) var rxPHY: LEPHY = .le1M
     /// L2CAP on this link: its ATT and SMP channels.
     public let l2cap: L2CAPLink
 
@@ -77,21 +77,21 @@ extension LEHostDelegate {
 public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Sendable {
     public let driver: HCIDriver
     public var loop: EventLoop { driver.loop }
-    public weak var delegate: LEHostDelegate?
-    public private(set) var info: ControllerInfo?
-    public private(set) var connections: [ConnectionHandle: LEConnection] = [:]
+    @exclusivity(unchecked) public weak var delegate: LEHostDelegate?
+    @exclusivity(unchecked) public private(set) var info: ControllerInfo?
+    @exclusivity(unchecked) public private(set) var connections = IntegerKeyMap<ConnectionHandle, LEConnection>()
     /// Logs what the host does not expect; nil logs nothing.
-    public var log: (@Sendable (String) -> Void)?
+    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
 
     /// Whether the extended advertising/scanning/connection commands are used: only when the
     /// controller has all of them (mixing legacy and extended commands is Command Disallowed).
-    public private(set) var usesExtendedCommands = false
-    var reportAssembler = ExtendedReportAssembler()
-    var isAdvertising = false
+    @exclusivity(unchecked) public private(set) var usesExtendedCommands = false
+    @exclusivity(unchecked) var reportAssembler = ExtendedReportAssembler()
+    @exclusivity(unchecked) var isAdvertising = false
     /// The connection attempt in progress, for reporting its failure.
-    var connecting: LEAddress?
+    @exclusivity(unchecked) var connecting: LEAddress?
     /// The random address set in the controller, if any.
-    public internal(set) var randomAddress: BluetoothAddress?
+    @exclusivity(unchecked) public internal(set) var randomAddress: BluetoothAddress?
 
     public init(transport: HCITransport, loop: EventLoop, configuration: HCIDriverConfiguration = HCIDriverConfiguration()) {
         driver = HCIDriver(transport: transport, loop: loop, configuration: configuration)

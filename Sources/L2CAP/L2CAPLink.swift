@@ -85,12 +85,12 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
     public let channelID: UInt16
     unowned let link: L2CAPLink
     /// Called on the link's loop with each SDU the peer sent.
-    public var onReceive: (([UInt8]) -> Void)?
+    @exclusivity(unchecked) public var onReceive: (([UInt8]) -> Void)?
     /// Called when the link goes down.
-    public var onClose: (() -> Void)?
+    @exclusivity(unchecked) public var onClose: (() -> Void)?
     /// Called when the link's outbound queue drained after PDUs had to wait for controller
     /// buffers: a user refused by its own bound on `queuedPDUs` may send again.
-    public var onCanSendMore: (() -> Void)?
+    @exclusivity(unchecked) public var onCanSendMore: (() -> Void)?
 
     init(channelID: UInt16, link: L2CAPLink) {
         self.channelID = channelID
@@ -118,26 +118,26 @@ public final class L2CAPLink: @unchecked Sendable {
     public let handle: ConnectionHandle
     public let role: LERole
     public let loop: EventLoop
-    weak var lower: L2CAPLowerLayer?
-    public weak var delegate: L2CAPLinkDelegate?
-    public var securityLevel: LESecurityLevel = .noSecurity
+    @exclusivity(unchecked) weak var lower: L2CAPLowerLayer?
+    @exclusivity(unchecked) public weak var delegate: L2CAPLinkDelegate?
+    @exclusivity(unchecked) public var securityLevel: LESecurityLevel = .noSecurity
     /// Logs what the link drops or rejects; nil logs nothing.
-    public var log: (@Sendable (String) -> Void)?
+    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
 
     /// The Attribute Protocol's channel.
-    public private(set) var att: L2CAPFixedChannel!
+    @exclusivity(unchecked) public private(set) var att: L2CAPFixedChannel!
     /// The Security Manager's channel. Until SMP takes it over (by setting `onReceive`), pairing
     /// requests are answered with Pairing Failed "Pairing Not Supported".
-    public private(set) var securityManager: L2CAPFixedChannel!
+    @exclusivity(unchecked) public private(set) var securityManager: L2CAPFixedChannel!
 
     /// The LE signalling MTU this side accepts (Vol 3 Part A §4: at least 23).
     public static let signalingMTU = 23
     /// How long a signalling request waits for its response (RTX, 1–60 s).
-    public var requestTimeout: Duration = .seconds(30)
+    @exclusivity(unchecked) public var requestTimeout: Duration = .seconds(30)
 
-    private var nextIdentifier: UInt8 = 1
-    private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
-    public private(set) var isOpen = true
+    @exclusivity(unchecked) private var nextIdentifier: UInt8 = 1
+    @exclusivity(unchecked) private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
+    @exclusivity(unchecked) public private(set) var isOpen = true
 
     public init(handle: ConnectionHandle, role: LERole, lower: L2CAPLowerLayer, loop: EventLoop) {
         self.handle = handle

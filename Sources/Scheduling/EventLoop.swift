@@ -3,7 +3,7 @@ import Foundation
 /// A cancellable timer scheduled on an `EventLoop`.
 public final class TimerHandle: @unchecked Sendable {
     fileprivate let loop: EventLoop
-    fileprivate var work: (@Sendable () -> Void)?
+    @exclusivity(unchecked) fileprivate var work: (@Sendable () -> Void)?
 
     fileprivate init(loop: EventLoop, work: @escaping @Sendable () -> Void) {
         self.loop = loop
@@ -43,27 +43,27 @@ public final class EventLoop: @unchecked Sendable {
 
     // Work posted from other threads, guarded by `condition`.
     private let condition = NSCondition()
-    private var inbox: [Job] = []
-    private var stopRequested = false
-    private var thread: Thread?
-    private var clockHolds = 0
-    private var sharedNow = LoopInstant.zero
+    @exclusivity(unchecked) private var inbox: [Job] = []
+    @exclusivity(unchecked) private var stopRequested = false
+    @exclusivity(unchecked) private var thread: Thread?
+    @exclusivity(unchecked) private var clockHolds = 0
+    @exclusivity(unchecked) private var sharedNow = LoopInstant.zero
 
     // Loop-confined state.
-    private var ready = RingBuffer<Job>()
+    @exclusivity(unchecked) private var ready = RingBuffer<Job>()
     /// An emptied array swapped with `inbox` when the loop takes its posted work.
-    private var drained: [Job] = []
-    private var burstEnd: [() -> Void] = []
-    private var spareBurstEnd: [() -> Void] = []
+    @exclusivity(unchecked) private var drained: [Job] = []
+    @exclusivity(unchecked) private var burstEnd: [() -> Void] = []
+    @exclusivity(unchecked) private var spareBurstEnd: [() -> Void] = []
     /// Jobs run in a burst before the work asked for its end runs anyway. Each burst end may
     /// hand callbacks to another thread (a wake-up): 256 rather than 64 means fewer wake-ups
     /// in a sustained notification stream (notify_20B ~115k -> ~130k per CPU second) and
     /// delays a callback by at most 256 jobs of loop work (a few hundred microseconds).
     static let burstLength = 256
-    private var timers = TimerHeap()
-    private var sequence: UInt64 = 0
-    private var wallBase = ContinuousClock.now
-    private var virtualBase = LoopInstant.zero
+    @exclusivity(unchecked) private var timers = TimerHeap()
+    @exclusivity(unchecked) private var sequence: UInt64 = 0
+    @exclusivity(unchecked) private var wallBase = ContinuousClock.now
+    @exclusivity(unchecked) private var virtualBase = LoopInstant.zero
     /// The loop's current time. Read it on the loop.
     public private(set) var now = LoopInstant.zero {
         didSet { if pacing != .manual { publishNow() } }

@@ -32,39 +32,39 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     public let radio: any RadioMedium
     public let configuration: Configuration
     public let publicAddress: BluetoothAddress
-    public private(set) var radioID: RadioDeviceID = 0
+    @exclusivity(unchecked) public private(set) var radioID: RadioDeviceID = 0
     var loop: EventLoop { radio.loop }
 
     // Host side.
-    var host: HCITransport?
+    @exclusivity(unchecked) var host: HCITransport?
     /// Logs what the controller does, for debugging tests; nil logs nothing.
-    public var log: (@Sendable (String) -> Void)?
+    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
 
     // Controller state; reset by HCI_Reset.
-    var eventMask: UInt64 = 0
-    var eventMaskPage2: UInt64 = 0
-    var leEventMask: UInt64 = 0
-    var randomAddress: BluetoothAddress?
-    var advertising = AdvertisingState()
-    var scanning = ScanningState()
-    var initiating: LECreateConnection?
-    var filterAcceptList: [LEAddress] = []
-    var resolvingList: [ResolvingListEntry] = []
-    var addressResolutionEnabled = false
-    var rpaTimeoutSeconds: UInt16 = 900
-    var suggestedMaxTxOctets: UInt16 = 27
-    var suggestedMaxTxTime: UInt16 = 328
-    var defaultAllPhys: UInt8 = 0
-    var defaultTxPhys: UInt8 = 0b111
-    var defaultRxPhys: UInt8 = 0b111
-    var connections: [ConnectionHandle: Connection] = [:]
-    var handlesByAccessAddress: [UInt32: ConnectionHandle] = [:]
-    var nextHandle: ConnectionHandle = 0x0040
-    var freeACLBuffers: Int
-    var completedPackets: [ConnectionHandle: UInt16] = [:]
-    var completedFlushScheduled = false
+    @exclusivity(unchecked) var eventMask: UInt64 = 0
+    @exclusivity(unchecked) var eventMaskPage2: UInt64 = 0
+    @exclusivity(unchecked) var leEventMask: UInt64 = 0
+    @exclusivity(unchecked) var randomAddress: BluetoothAddress?
+    @exclusivity(unchecked) var advertising = AdvertisingState()
+    @exclusivity(unchecked) var scanning = ScanningState()
+    @exclusivity(unchecked) var initiating: LECreateConnection?
+    @exclusivity(unchecked) var filterAcceptList: [LEAddress] = []
+    @exclusivity(unchecked) var resolvingList: [ResolvingListEntry] = []
+    @exclusivity(unchecked) var addressResolutionEnabled = false
+    @exclusivity(unchecked) var rpaTimeoutSeconds: UInt16 = 900
+    @exclusivity(unchecked) var suggestedMaxTxOctets: UInt16 = 27
+    @exclusivity(unchecked) var suggestedMaxTxTime: UInt16 = 328
+    @exclusivity(unchecked) var defaultAllPhys: UInt8 = 0
+    @exclusivity(unchecked) var defaultTxPhys: UInt8 = 0b111
+    @exclusivity(unchecked) var defaultRxPhys: UInt8 = 0b111
+    @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, Connection>()
+    @exclusivity(unchecked) var handlesByAccessAddress = IntegerKeyMap<UInt32, ConnectionHandle>()
+    @exclusivity(unchecked) var nextHandle: ConnectionHandle = 0x0040
+    @exclusivity(unchecked) var freeACLBuffers: Int
+    @exclusivity(unchecked) var completedPackets = IntegerKeyMap<ConnectionHandle, UInt16>()
+    @exclusivity(unchecked) var completedFlushScheduled = false
     /// Extended advertising sets, scanning and initiating (VirtualController+Extended*.swift).
-    var extended = ExtendedAdvertisingState()
+    @exclusivity(unchecked) var extended = ExtendedAdvertisingState()
 
     struct ResolvingListEntry: Equatable {
         var peer: LEAddress
@@ -89,7 +89,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         }
     }
 
-    var radioIDPending: RadioPosition?
+    @exclusivity(unchecked) var radioIDPending: RadioPosition?
 
     /// Attaches to the radio if `init` could not (it was not on the loop). Idempotent.
     func ensureAttached() {

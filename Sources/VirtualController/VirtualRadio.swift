@@ -28,15 +28,15 @@ extension RadioDevice {
 /// deterministic. What crosses between devices is link-layer PDUs with real encodings.
 public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     public let loop: EventLoop
-    public var airTime: AirTimeMode
-    public var pathLoss: PathLossModel
-    var random: SeededGenerator
+    @exclusivity(unchecked) public var airTime: AirTimeMode
+    @exclusivity(unchecked) public var pathLoss: PathLossModel
+    @exclusivity(unchecked) var random: SeededGenerator
 
     /// The weak reference to a device, boxed: an `Entry` is copied out of `devices` on every
     /// transmission (twice for the RSSI), and copying a weak reference costs side-table work
     /// that copying a strong one does not.
     final class WeakDevice {
-        weak var device: RadioDevice?
+        @exclusivity(unchecked) weak var device: RadioDevice?
         init(_ device: RadioDevice) { self.device = device }
     }
 
@@ -49,17 +49,17 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         var poweredOn: Bool
     }
 
-    private var devices: [RadioDeviceID: Entry] = [:]
+    @exclusivity(unchecked) private var devices = IntegerKeyMap<RadioDeviceID, Entry>()
     /// Device identifiers in attachment order. Dictionaries iterate in an order that differs
     /// between instances, so everything that visits several devices or links goes in this
     /// order (or sorted) to keep a seeded run the same every time.
-    private var deviceOrder: [RadioDeviceID] = []
-    private var nextID: RadioDeviceID = 1
+    @exclusivity(unchecked) private var deviceOrder: [RadioDeviceID] = []
+    @exclusivity(unchecked) private var nextID: RadioDeviceID = 1
     /// Connections by access address: the two devices in them and whether they can hear each other.
-    private var links: [UInt32: (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)] = [:]
+    @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)>()
     /// Statistics, for tests and benchmarks.
-    public private(set) var advertisingPDUsSent = 0
-    public private(set) var dataPDUsSent = 0
+    @exclusivity(unchecked) public private(set) var advertisingPDUsSent = 0
+    @exclusivity(unchecked) public private(set) var dataPDUsSent = 0
 
     public init(loop: EventLoop = EventLoop(name: "radio"), airTime: AirTimeMode = .instant,
                 pathLoss: PathLossModel = PathLossModel(), seed: UInt64 = 1) {
@@ -210,7 +210,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     }
 
     /// Data PDUs sent with no air time, oldest first; each has its own job on the loop (loop-confined).
-    private var instantData = RingBuffer<InstantData>()
+    @exclusivity(unchecked) private var instantData = RingBuffer<InstantData>()
 
     private func deliverInstantData() {
         guard let next = instantData.popFirst() else { return }

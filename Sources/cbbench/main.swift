@@ -66,10 +66,10 @@ if let index = argumentList.firstIndex(of: "--connections-child") {
     connectionsChild = n
     argumentList.removeSubrange(index...index + 1)
 }
-/// `--only NAME` runs one group (decode, pair, adv, timed, conn, bumble): for profiling.
+/// `--only NAME` runs one group (decode, pair, notify, adv, timed, conn, bumble): for profiling.
 let only: String? = {
     guard let index = argumentList.firstIndex(of: "--only") else { return nil }
-    guard index + 1 < argumentList.count else { fail("--only needs a workload: decode, pair, adv, timed, conn, bumble") }
+    guard index + 1 < argumentList.count else { fail("--only needs a workload: decode, pair, notify, adv, timed, conn, bumble") }
     defer { argumentList.removeSubrange(index...index + 1) }
     return argumentList[index + 1]
 }()
@@ -112,6 +112,13 @@ if selected("pair") {
     figures += apiNotify(pair, count: pick(150_000, 30_000, 1_000), size: 244)
     figures += apiWriteWithoutResponse(pair, count: pick(300_000, 50_000, 1_000))
     figures += apiReadRoundTrip(pair, count: pick(10_000, 2_000, 100))
+}
+if only == "notify" {
+    // Profiling: the 20-byte notification workload alone (a longer run with --quick too).
+    progress("API pair: notify 20 B")
+    let pair = BenchPair()
+    _ = apiNotify(pair, count: pick(2_000, 2_000, 100), size: 20)
+    figures += apiNotify(pair, count: pick(300_000, 200_000, 1_000), size: 20)
 }
 if selected("adv") {
     progress("advertising reports, \(pick(1000, 1000, 20)) advertisers")

@@ -107,4 +107,21 @@ import Testing
         #expect(ATTHandle.max.next == nil)
         #expect(ATTHandle(3) < ATTHandle(0x0100))
     }
+
+    /// `kind` is a switch kept apart from the name table: the two agree on all 256 values.
+    @Test func kindAgreesWithTheSpecName() {
+        for raw in 0...255 {
+            let opcode = ATTOpcode(UInt8(raw))
+            let name = opcode.name
+            let expected: ATTOpcode.Kind? =
+                name.hasPrefix("ATT opcode") ? nil
+                : name.hasSuffix("_REQ") ? .request
+                : name.hasSuffix("_RSP") ? .response
+                : name.hasSuffix("_CMD") ? .command
+                : name.hasSuffix("_NTF") ? .notification
+                : name.hasSuffix("_IND") ? .indication
+                : name.hasSuffix("_CFM") ? .confirmation : nil
+            #expect(opcode.kind == expected, "\(name)")
+        }
+    }
 }

@@ -12,24 +12,24 @@ import HCI
 /// cancels its connection, as on iOS.
 open class CBPeripheral: CBPeer, @unchecked Sendable {
     // App-visible state, behind the object lock.
-    private weak var delegateStorage: CBPeripheralDelegate?
-    var nameStorage: String?
+    @exclusivity(unchecked) private weak var delegateStorage: CBPeripheralDelegate?
+    @exclusivity(unchecked) var nameStorage: String?
     /// The name came from the peripheral's GAP Device Name (advertised names no longer apply).
-    var hasGAPName = false
-    var linkStateStorage: CBPeripheralState = .disconnected
-    var servicesStorage: [CBService]?
-    var rssiStorage: NSNumber?
-    var mtuStorage = ATTMTU.leDefault
-    var advertisedServiceUUIDs: Set<BluetoothUUID> = []
+    @exclusivity(unchecked) var hasGAPName = false
+    @exclusivity(unchecked) var linkStateStorage: CBPeripheralState = .disconnected
+    @exclusivity(unchecked) var servicesStorage: [CBService]?
+    @exclusivity(unchecked) var rssiStorage: NSNumber?
+    @exclusivity(unchecked) var mtuStorage = ATTMTU.leDefault
+    @exclusivity(unchecked) var advertisedServiceUUIDs: Set<BluetoothUUID> = []
     /// Writes without response the app may still make before `canSendWriteWithoutResponse`
     /// turns false; returned as the link takes them.
-    var writeBudget = CBPeripheral.writeBudgetLimit
-    var owesWriteReadiness = false
+    @exclusivity(unchecked) var writeBudget = CBPeripheral.writeBudgetLimit
+    @exclusivity(unchecked) var owesWriteReadiness = false
 
     /// The device's address (not shown to the app, as on iOS).
     let address: LEAddress
     /// The central manager the peripheral belongs to.
-    weak var manager: CBCentralManager?
+    @exclusivity(unchecked) weak var manager: CBCentralManager?
 
     /// Writes without response in flight between the app and the controller.
     static let writeBudgetLimit = 32
@@ -573,9 +573,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
 
 /// Results of several procedures that make one answer: the first failure, or all items.
 final class Gathered<Item>: @unchecked Sendable {
-    private var remaining: Int
-    private var items: [Item] = []
-    private var failure: GATTClientError?
+    @exclusivity(unchecked) private var remaining: Int
+    @exclusivity(unchecked) private var items: [Item] = []
+    @exclusivity(unchecked) private var failure: GATTClientError?
 
     init(count: Int) { remaining = count }
 

@@ -13,21 +13,21 @@ import Scheduling
 /// Loop-confined.
 final class PeripheralLink: @unchecked Sendable {
     let connection: LEConnection
-    private weak var engine: CentralEngine?
-    weak var peripheral: CBPeripheral?
+    @exclusivity(unchecked) private weak var engine: CentralEngine?
+    @exclusivity(unchecked) weak var peripheral: CBPeripheral?
     let bearer: ATTBearer
     let client: GATTClient
     /// Set once the app was told of the connection.
-    private(set) var isReady = false
+    @exclusivity(unchecked) private(set) var isReady = false
     /// The app disconnected (or released the peripheral).
-    var closedByApp = false
+    @exclusivity(unchecked) var closedByApp = false
     /// Whether the app hears `didDisconnectPeripheral` when `closedByApp`.
-    var notifyOnClose = true
+    @exclusivity(unchecked) var notifyOnClose = true
     /// Set when this side ended the link for a reason the app should hear (an ATT timeout).
-    var closeError: CBError?
-    private var readyTimer: TimerHandle?
-    private var writes = RingBuffer<(handle: ATTHandle, value: [UInt8])>(capacity: 64)
-    private(set) var isClosed = false
+    @exclusivity(unchecked) var closeError: CBError?
+    @exclusivity(unchecked) private var readyTimer: TimerHandle?
+    @exclusivity(unchecked) private var writes = RingBuffer<(handle: ATTHandle, value: [UInt8])>(capacity: 64)
+    @exclusivity(unchecked) private(set) var isClosed = false
 
     /// How long the app waits for the ATT MTU exchange before hearing of the connection anyway.
     static let mtuExchangeGrace: Duration = .seconds(2)

@@ -16,7 +16,7 @@ import Scheduling
 /// Loop-confined, except `inbox` and `outstanding` (behind their locks), which the app's
 /// threads use without waiting for the loop.
 final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
-    weak var manager: CBPeripheralManager?
+    @exclusivity(unchecked) weak var manager: CBPeripheralManager?
 
     // MARK: Shared with the app's threads
 
@@ -27,26 +27,26 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
 
     // MARK: Loop-confined
 
-    private var host: LEHost?
-    private var gatt: GATTServer?
-    private var links: [ObjectIdentifier: Link] = [:]
-    private var linksByHandle: [ConnectionHandle: Link] = [:]
-    private var linksByCentral: [ObjectIdentifier: Link] = [:]
+    @exclusivity(unchecked) private var host: LEHost?
+    @exclusivity(unchecked) private var gatt: GATTServer?
+    @exclusivity(unchecked) private var links = IntegerKeyMap<ObjectIdentifier, Link>()
+    @exclusivity(unchecked) private var linksByHandle: [ConnectionHandle: Link] = [:]
+    @exclusivity(unchecked) private var linksByCentral: [ObjectIdentifier: Link] = [:]
 
-    private var published: [ObjectIdentifier: PublishedService] = [:]
-    private var characteristicsByHandle: [ATTHandle: CBMutableCharacteristic] = [:]
-    private var handlesByCharacteristic: [ObjectIdentifier: ATTHandle] = [:]
+    @exclusivity(unchecked) private var published: [ObjectIdentifier: PublishedService] = [:]
+    @exclusivity(unchecked) private var characteristicsByHandle: [ATTHandle: CBMutableCharacteristic] = [:]
+    @exclusivity(unchecked) private var handlesByCharacteristic = IntegerKeyMap<ObjectIdentifier, ATTHandle>()
 
-    private var nextTransaction = 0
-    private var pendingAnswers: [Int: PendingAnswer] = [:]
+    @exclusivity(unchecked) private var nextTransaction = 0
+    @exclusivity(unchecked) private var pendingAnswers: [Int: PendingAnswer] = [:]
 
-    private var advertising = AdvertisingState.off
-    private var advertisingParameters: AdvertisingParameters?
+    @exclusivity(unchecked) private var advertising = AdvertisingState.off
+    @exclusivity(unchecked) private var advertisingParameters: AdvertisingParameters?
 
-    private var drained: [AcceptedUpdate] = []
+    @exclusivity(unchecked) private var drained: [AcceptedUpdate] = []
     private var fifo: [OutgoingUpdate] = []
-    private var fifoHead = 0
-    private var isPumping = false
+    @exclusivity(unchecked) private var fifoHead = 0
+    @exclusivity(unchecked) private var isPumping = false
 
     /// Indications handed to one bearer and not confirmed yet, before its updates wait.
     static let indicationWindow = 4
@@ -57,9 +57,9 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         let gattConnection: GATTBearerConnection
         let central: CBCentral
         /// What the central asked for, by characteristic value handle.
-        var subscriptions: [ATTHandle: GATTClientConfiguration] = [:]
-        var indicationsInFlight = 0
-        var isOpen = true
+        @exclusivity(unchecked) var subscriptions = IntegerKeyMap<ATTHandle, GATTClientConfiguration>()
+        @exclusivity(unchecked) var indicationsInFlight = 0
+        @exclusivity(unchecked) var isOpen = true
 
         init(connection: LEConnection, bearer: ATTBearer, gattConnection: GATTBearerConnection, central: CBCentral) {
             self.connection = connection

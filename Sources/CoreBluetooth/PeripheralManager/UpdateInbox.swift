@@ -18,7 +18,7 @@ struct AcceptedUpdate: @unchecked Sendable {
 /// Slots come back as values leave the loop's FIFO; readiness is delivered once half the budget
 /// is free again, so an app refilling from `peripheralManagerIsReady` sends in batches.
 struct UpdateInbox {
-    static let budget = 64
+    static let budget = 512
 
     var pending: [AcceptedUpdate] = []
     var available = UpdateInbox.budget

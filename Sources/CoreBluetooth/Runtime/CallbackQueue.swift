@@ -17,13 +17,13 @@ final class CallbackQueue: @unchecked Sendable {
     private let clock: EventLoop
     private let lock = NSLock()
     /// Callbacks waiting for the block on the queue (guarded by `lock`).
-    private var waiting: [Callback] = []
+    @exclusivity(unchecked) private var waiting: [Callback] = []
     /// Whether a block is on the queue that has not taken `waiting` yet, or the loop will
     /// queue one at the end of its burst (guarded by `lock`).
-    private var blockQueued = false
+    @exclusivity(unchecked) private var blockQueued = false
     /// An emptied array kept for `waiting`, so that neither side allocates per block (guarded
     /// by `lock`).
-    private var spare: [Callback] = []
+    @exclusivity(unchecked) private var spare: [Callback] = []
 
     /// A callback, wrapped: closures stored directly in an array are kept at their most general
     /// abstraction, which costs a thunk allocated around each.
@@ -91,8 +91,8 @@ final class CallbackWaiters: @unchecked Sendable {
         /// wait ends, so the waiting thread owns the clock again.
         let clock: EventLoop?
         private let signal = NSCondition()
-        private var finished = false
-        private(set) var satisfied = false
+        @exclusivity(unchecked) private var finished = false
+        @exclusivity(unchecked) private(set) var satisfied = false
 
         init(condition: @escaping @Sendable () -> Bool, clock: EventLoop?) {
             self.condition = condition
