@@ -299,9 +299,20 @@ public final class ATTBearer: @unchecked Sendable {
     /// closed or the link's queue is over its bound (then `onReadyToSendCommands` follows).
     public func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
         guard isOpen else { return false }
+        guard let channel else { return false }
+        // Encoded here, behind the channel's header room, in one allocation (the hottest PDU;
+        // the bytes are ATTPDU.HandleValueNotification's encoding).
         let limit = ATTMTU.maximumNotificationValueLength(mtu: mtu)
-        let value = value.count <= limit ? value : Array(value.prefix(limit))
-        return sendUnacknowledged(ATTPDU.HandleValueNotification(attributeHandle: handle, attributeValue: value).encode())
+        let length = min(value.count, limit)
+        let headroom = channel.sduHeadroom
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(headroom + 3 + length)
+        for _ in 0..<headroom { bytes.append(0) }
+        bytes.append(ATTOpcode.handleValueNotification.rawValue)
+        bytes.append(UInt8(truncatingIfNeeded: handle.rawValue))
+        bytes.append(UInt8(truncatingIfNeeded: handle.rawValue >> 8))
+        if length == value.count { bytes.append(contentsOf: value) } else { bytes.append(contentsOf: value[..<length]) }
+        return sendUnacknowledged(reserved: bytes, on: channel)
     }
 
     /// Sends a Multiple Handle Value Notification (only to a client that said it supports them).
@@ -486,6 +497,14 @@ public final class ATTBearer: @unchecked Sendable {
 
     private func send(_ pdu: ATTPDU) {
         if channel?.send(pdu.encode()) != true { log?("could not send \(pdu.opcode.name)") }
+    }
+
+    private func sendUnacknowledged(reserved bytes: [UInt8], on channel: any ATTChannel) -> Bool {
+        guard channel.queuedPDUs < maximumQueuedPDUsForUnacknowledged, channel.send(reserved: bytes) else {
+            refusedUnacknowledged = true
+            return false
+        }
+        return true
     }
 
     private func sendUnacknowledged(_ bytes: [UInt8]) -> Bool {

@@ -18,6 +18,19 @@ public protocol ATTChannel: AnyObject {
     var queuedPDUs: Int { get }
     /// The link's security level now.
     var securityLevel: LESecurityLevel { get }
+    /// Octets a sender may leave free at the front of an SDU for `send(reserved:)` to fill
+    /// with the lower layer's header in place (0: none).
+    var sduHeadroom: Int { get }
+    /// Sends one SDU that starts with `sduHeadroom` octets to be overwritten: the PDU is built
+    /// once, without a copy to put the header before it.
+    @discardableResult func send(reserved sdu: [UInt8]) -> Bool
+}
+
+extension ATTChannel {
+    public var sduHeadroom: Int { 0 }
+    @discardableResult public func send(reserved sdu: [UInt8]) -> Bool {
+        send(sduHeadroom == 0 ? sdu : Array(sdu.dropFirst(sduHeadroom)))
+    }
 }
 
 extension L2CAPFixedChannel: ATTChannel {}

@@ -103,6 +103,24 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
     @discardableResult
     public func send(_ sdu: [UInt8]) -> Bool { link.send(BasicFrame(channelID: channelID, payload: sdu)) }
 
+    /// The basic header's four octets, which `send(reserved:)` writes in place.
+    public var sduHeadroom: Int { 4 }
+
+    /// Sends an SDU whose first four octets are room for the basic header (written here): the
+    /// notification path builds its PDU once instead of encoding it and then copying it behind
+    /// a header.
+    @discardableResult
+    public func send(reserved sdu: [UInt8]) -> Bool {
+        guard sdu.count >= 4 else { return false }
+        var pdu = sdu
+        let length = UInt16(truncatingIfNeeded: pdu.count - 4)
+        pdu[0] = UInt8(truncatingIfNeeded: length)
+        pdu[1] = UInt8(truncatingIfNeeded: length >> 8)
+        pdu[2] = UInt8(truncatingIfNeeded: channelID)
+        pdu[3] = UInt8(truncatingIfNeeded: channelID >> 8)
+        return link.send(framed: pdu)
+    }
+
     /// PDUs waiting for controller buffers on this link (all channels): the back-pressure signal.
     public var queuedPDUs: Int { link.lower?.queuedPDUs(handle: link.handle) ?? 0 }
 
@@ -149,9 +167,12 @@ public final class L2CAPLink: @unchecked Sendable {
         securityManager.onReceive = { [unowned self] sdu in refusePairing(sdu) }
     }
 
-    func send(_ frame: BasicFrame) -> Bool {
+    func send(_ frame: BasicFrame) -> Bool { send(framed: frame.encode()) }
+
+    /// Sends a whole, encoded basic frame.
+    func send(framed pdu: [UInt8]) -> Bool {
         guard isOpen, let lower else { return false }
-        return lower.sendACL(handle: handle, pdu: frame.encode())
+        return lower.sendACL(handle: handle, pdu: pdu)
     }
 
     // MARK: Receiving

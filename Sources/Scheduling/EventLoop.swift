@@ -59,7 +59,7 @@ public final class EventLoop: @unchecked Sendable {
     /// hand callbacks to another thread (a wake-up): 256 rather than 64 means fewer wake-ups
     /// in a sustained notification stream (notify_20B ~115k -> ~130k per CPU second) and
     /// delays a callback by at most 256 jobs of loop work (a few hundred microseconds).
-    static let burstLength = 256
+    static let burstLength = 1024
     @exclusivity(unchecked) private var timers = TimerHeap()
     @exclusivity(unchecked) private var sequence: UInt64 = 0
     @exclusivity(unchecked) private var wallBase = ContinuousClock.now

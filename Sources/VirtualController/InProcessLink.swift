@@ -30,18 +30,23 @@ public final class InProcessHCILink: Sendable {
             var arrived = RingBuffer<HCIPacket>()
         }
         let state = Mutex(State())
-        /// `state.sink`, which is never cleared once set: read without a retain by the delivery
-        /// jobs (a sink is typically weakly referenced too, and retaining such an object goes
-        /// through its side table, once per packet). Set under `state`'s lock before any
-        /// delivery job is posted.
-        private nonisolated(unsafe) unowned(unsafe) var openedSink: HCIPacketSink?
+        /// `state.sink`, which is never cleared once set, in a box of its own for the delivery
+        /// jobs: a sink is typically weakly referenced too, and retaining such an object goes
+        /// through its side table, once per packet; the box is retained instead and its `let`
+        /// is used without a retain. Set under `state`'s lock before any delivery job is posted.
+        private nonisolated(unsafe) var openedSink: SinkBox?
+
+        final class SinkBox {
+            let sink: HCIPacketSink
+            init(_ sink: HCIPacketSink) { self.sink = sink }
+        }
 
         public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
             let waiting: Int? = state.withLock { state in
                 guard !state.closed else { return nil }
                 state.loop = loop
                 state.sink = sink
-                openedSink = sink
+                openedSink = SinkBox(sink)
                 return state.arrived.count
             }
             guard let waiting else { throw HCITransportError("in-process HCI link is closed") }
@@ -64,10 +69,10 @@ public final class InProcessHCILink: Sendable {
 
         /// On the loop: hands the `count` oldest packets that arrived to the sink.
         private func deliverArrived(_ count: Int) {
-            guard let sink = openedSink else { return }
+            guard let box = openedSink else { return }
             for _ in 0..<count {
                 guard let packet = state.withLock({ $0.arrived.popFirst() }) else { return }
-                sink.receive(packet)
+                box.sink.receive(packet)
             }
         }
 

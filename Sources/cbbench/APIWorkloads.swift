@@ -18,6 +18,16 @@ final class Count: @unchecked Sendable {
     func add(_ n: Int = 1) { lock.withLock { storage += n } }
 }
 
+/// Notifications and their bytes, behind one lock.
+final class Received: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    private var bytes = 0
+    var value: Int { lock.withLock { count } }
+    var byteCount: Int { lock.withLock { bytes } }
+    func add(bytes n: Int) { lock.withLock { count += 1; bytes += n } }
+}
+
 /// Wall-clock nanoseconds (monotonic), for round trips.
 func wallNanoseconds() -> UInt64 {
     var ts = timespec()
@@ -138,8 +148,7 @@ final class BenchCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelega
     private(set) var manager: CBCentralManager!
     private let targetName: String
     let ready = Count()
-    let notifications = Count()
-    let bytesReceived = Count()
+    let received = Received()
     let writesSent = Count()
     let readsDone = Count()
     /// Set on `queue`.
@@ -199,8 +208,8 @@ final class BenchCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelega
     func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: Error?) {
         switch mode {
         case .notifications:
-            notifications.add()
-            bytesReceived.add(characteristic.value?.count ?? 0)
+            // One lock for both counts (the driving thread reads them after every callback).
+            received.add(bytes: characteristic.value?.count ?? 0)
         case .reads:
             roundTrips.append(wallNanoseconds() - readStart)
             precondition(characteristic.value?.count == 20)
@@ -276,15 +285,15 @@ struct BenchPair {
 /// `peripheralManagerIsReady`.
 func apiNotify(_ pair: BenchPair, count: Int, size: Int) -> [Figure] {
     let central = pair.central
-    let start = central.notifications.value
-    let bytesBefore = central.bytesReceived.value
+    let start = central.received.value
+    let bytesBefore = central.received.byteCount
     let time = measureBoth {
         pair.peripheral.startNotifying(Data(repeating: 0x5A, count: size), count: count)
-        guard pair.radio.run(until: { central.notifications.value - start >= count }, timeout: .seconds(3600)) else {
-            fatalError("notify \(size) B: \(central.notifications.value - start)/\(count)")
+        guard pair.radio.run(until: { central.received.value - start >= count }, timeout: .seconds(3600)) else {
+            fatalError("notify \(size) B: \(central.received.value - start)/\(count)")
         }
     }
-    precondition(central.bytesReceived.value - bytesBefore == count * size, "values arrived cut")
+    precondition(central.received.byteCount - bytesBefore == count * size, "values arrived cut")
     return [Figure(name: "notify_\(size)B_per_s", value: Double(count) / time.cpu, unit: "notif/s",
                    note: "updateValue → didUpdateValueFor, \(size)-byte values, instant air (\(Int(Double(count) / time.wall)) /s wall)")]
 }
@@ -398,12 +407,12 @@ func apiTimedThroughput(virtualSeconds: Int) -> [Figure] {
     precondition(central.queue.sync { central.peripheral!.maximumWriteValueLength(for: .withoutResponse) } >= valueLength)
     peripheral.startNotifying(Data(repeating: 0x77, count: valueLength), count: nil)
     pair.radio.run(for: .milliseconds(500))
-    let before = central.notifications.value
+    let before = central.received.value
     let t0 = pair.radio.now
     // A whole number of connection events, so that the window holds no partial event.
     let events = Int64(virtualSeconds) * 1_000_000 / 7500
     let time = measureBoth { pair.radio.run(for: .microseconds(events * 7500)) }
-    let received = central.notifications.value - before
+    let received = central.received.value - before
     let elapsed = pair.radio.now - t0
     peripheral.stopNotifying()
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

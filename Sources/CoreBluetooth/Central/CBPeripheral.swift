@@ -30,6 +30,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     let address: LEAddress
     /// The central manager the peripheral belongs to.
     @exclusivity(unchecked) weak var manager: CBCentralManager?
+    /// The manager's delegate queue, held here so that a callback needs no weak load of the
+    /// manager (a weak load per notification, and retains through the object's side table).
+    let callbacks: CallbackQueue
 
     /// Writes without response in flight between the app and the controller.
     static let writeBudgetLimit = 32
@@ -42,6 +45,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         nameStorage = name
         self.address = address
         self.manager = manager
+        callbacks = manager.callbacks
         super.init(identifier: identifier)
     }
 
@@ -116,11 +120,14 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// Calls the delegate on the manager's queue; `update` runs just before, under the lock.
     func deliver(update: (@Sendable () -> Void)? = nil,
                  _ body: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate) -> Void) {
-        guard let manager else { return }
-        manager.callbacks.async { [weak self] in
-            guard let self else { return }
-            if let update { synchronized(update) }
-            if let delegate = self.delegate { body(self, delegate) }
+        // `self` is held until the callback ran (a weak capture costs a side-table entry's
+        // traffic per callback); a released peripheral's last callbacks still reach the delegate.
+        callbacks.async { [self] in
+            let delegate = synchronized { () -> CBPeripheralDelegate? in
+                update?()
+                return delegateStorage
+            }
+            if let delegate { body(self, delegate) }
         }
     }
 
@@ -301,11 +308,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         case .success(let bytes):
             // One closure per value (what `deliver(update:_:)` does, without its two inner ones).
             let value = Data(bytes)
-            guard let manager else { return }
-            manager.callbacks.async { [weak self] in
-                guard let self else { return }
-                synchronized { characteristic.valueStorage = value }
-                if let delegate = self.delegate { delegate.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
+            callbacks.async { [self] in
+                let delegate = synchronized { () -> CBPeripheralDelegate? in
+                    characteristic.valueStorage = value
+                    return delegateStorage
+                }
+                delegate?.peripheral(self, didUpdateValueFor: characteristic, error: nil)
             }
         case .failure(let error):
             guard let error = StackErrors.error(error) else { return }
@@ -327,7 +335,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// paced by `canSendWriteWithoutResponse`.
     open func writeValue(_ data: Data, for characteristic: CBCharacteristic, type: CBCharacteristicWriteType) {
         guard requireConnected("writeValue(_:for:type:)"), let target = requireOwn(characteristic, "writeValue(_:for:type:)") else { return }
-        let bytes = [UInt8](data)
+        let bytes = data.byteArray
         if type == .withoutResponse {
             guard characteristic.properties.contains(.writeWithoutResponse) else {
                 APIMisuse.report("writeValue(_:for:type:) without response to characteristic \(characteristic.uuid.uuidString), which does not allow it")
@@ -464,7 +472,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             APIMisuse.report("Client Characteristic Configuration descriptors must be configured using setNotifyValue(_:for:)")
             return
         }
-        let bytes = [UInt8](data)
+        let bytes = data.byteArray
         onLink { [weak self] link, _ in
             link.client.writeValue(bytes, to: handle) { result in
                 self?.report(result) { peripheral, delegate, error in

@@ -458,7 +458,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         let error: ATTErrorCode? = result == .success ? nil : ATTErrorCode(rawValue: UInt8(truncatingIfNeeded: result.rawValue))
         switch pending {
         case .read(_, let respond):
-            if let error { respond(.failure(error)) } else { respond(.success(value.map { [UInt8]($0) } ?? [])) }
+            if let error { respond(.failure(error)) } else { respond(.success(value.map { $0.byteArray } ?? [])) }
         case .write(_, let respond):
             respond(error)
         }
@@ -502,7 +502,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
                 finished += 1 // not published (any more): nobody to send it to
                 continue
             }
-            var update = OutgoingUpdate(handle: handle, value: [UInt8](accepted.value), centrals: accepted.centrals)
+            var update = OutgoingUpdate(handle: handle, value: accepted.value.byteArray, centrals: accepted.centrals)
             if fifoHead == fifo.count, attempt(&update) {
                 finished += 1
             } else {
