@@ -500,7 +500,7 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     private func sendUnacknowledged(reserved bytes: [UInt8], on channel: any ATTChannel) -> Bool {
-        guard channel.queuedPDUs < maximumQueuedPDUsForUnacknowledged, channel.send(reserved: bytes) else {
+        guard channel.send(reserved: bytes, ifQueuedBelow: maximumQueuedPDUsForUnacknowledged) else {
             refusedUnacknowledged = true
             return false
         }

@@ -24,12 +24,18 @@ public protocol ATTChannel: AnyObject {
     /// Sends one SDU that starts with `sduHeadroom` octets to be overwritten: the PDU is built
     /// once, without a copy to put the header before it.
     @discardableResult func send(reserved sdu: [UInt8]) -> Bool
+    /// `send(reserved:)` if fewer than `limit` PDUs of the link wait for controller buffers
+    /// (one look at the layer below instead of two).
+    func send(reserved sdu: [UInt8], ifQueuedBelow limit: Int) -> Bool
 }
 
 extension ATTChannel {
     public var sduHeadroom: Int { 0 }
     @discardableResult public func send(reserved sdu: [UInt8]) -> Bool {
         send(sduHeadroom == 0 ? sdu : Array(sdu.dropFirst(sduHeadroom)))
+    }
+    public func send(reserved sdu: [UInt8], ifQueuedBelow limit: Int) -> Bool {
+        queuedPDUs < limit && send(reserved: sdu)
     }
 }
 

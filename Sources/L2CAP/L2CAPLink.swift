@@ -110,15 +110,19 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
     /// notification path builds its PDU once instead of encoding it and then copying it behind
     /// a header.
     @discardableResult
-    public func send(reserved sdu: [UInt8]) -> Bool {
-        guard sdu.count >= 4 else { return false }
+    public func send(reserved sdu: [UInt8]) -> Bool { send(reserved: sdu, ifQueuedBelow: .max) }
+
+    /// `send(reserved:)` when fewer than `limit` PDUs of the link wait for controller buffers.
+    public func send(reserved sdu: [UInt8], ifQueuedBelow limit: Int) -> Bool {
+        guard sdu.count >= 4, link.isOpen, let lower = link.lower,
+              limit == .max || lower.queuedPDUs(handle: link.handle) < limit else { return false }
         var pdu = sdu
         let length = UInt16(truncatingIfNeeded: pdu.count - 4)
         pdu[0] = UInt8(truncatingIfNeeded: length)
         pdu[1] = UInt8(truncatingIfNeeded: length >> 8)
         pdu[2] = UInt8(truncatingIfNeeded: channelID)
         pdu[3] = UInt8(truncatingIfNeeded: channelID >> 8)
-        return link.send(framed: pdu)
+        return lower.sendACL(handle: link.handle, pdu: pdu)
     }
 
     /// PDUs waiting for controller buffers on this link (all channels): the back-pressure signal.

@@ -99,11 +99,10 @@ final class CallbackWaiters: @unchecked Sendable {
             self.clock = clock
         }
 
-        private var isFinished: Bool {
-            signal.lock()
-            defer { signal.unlock() }
-            return finished
-        }
+        /// `finished`, readable without the lock: `check` runs after every callback.
+        private let finishedFlag = Atomic<Bool>(false)
+
+        private var isFinished: Bool { finishedFlag.load(ordering: .acquiring) }
 
         func check() {
             guard !isFinished, condition() else { return }
@@ -126,6 +125,7 @@ final class CallbackWaiters: @unchecked Sendable {
             }
             guard holds else { return false }
             finished = true
+            finishedFlag.store(true, ordering: .releasing)
             satisfied = true
             return true
         }
@@ -139,6 +139,7 @@ final class CallbackWaiters: @unchecked Sendable {
 
         private func finish(satisfied: Bool) {
             finished = true
+            finishedFlag.store(true, ordering: .releasing)
             self.satisfied = satisfied
             clock?.holdClock()
             signal.broadcast()
