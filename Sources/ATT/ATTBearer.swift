@@ -298,6 +298,11 @@ public final class ATTBearer: @unchecked Sendable {
     /// Sends a Handle Value Notification, its value cut to ATT_MTU − 3. False when the bearer is
     /// closed or the link's queue is over its bound (then `onReadyToSendCommands` follows).
     public func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
+        value.withUnsafeBytes { notify(handle: handle, bytes: $0) }
+    }
+
+    /// `notify(handle:value:)` for a value in memory the caller owns (no array of it needed).
+    public func notify(handle: ATTHandle, bytes value: UnsafeRawBufferPointer) -> Bool {
         guard isOpen else { return false }
         guard let channel else { return false }
         // Encoded here, behind the channel's header room, in one allocation (the hottest PDU;
@@ -311,7 +316,7 @@ public final class ATTBearer: @unchecked Sendable {
         bytes.append(ATTOpcode.handleValueNotification.rawValue)
         bytes.append(UInt8(truncatingIfNeeded: handle.rawValue))
         bytes.append(UInt8(truncatingIfNeeded: handle.rawValue >> 8))
-        if length == value.count { bytes.append(contentsOf: value) } else { bytes.append(contentsOf: value[..<length]) }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[..<length]))
         return sendUnacknowledged(reserved: bytes, on: channel)
     }
 

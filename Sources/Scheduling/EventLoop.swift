@@ -56,9 +56,10 @@ public final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var burstEnd: [() -> Void] = []
     @exclusivity(unchecked) private var spareBurstEnd: [() -> Void] = []
     /// Jobs run in a burst before the work asked for its end runs anyway. Each burst end may
-    /// hand callbacks to another thread (a wake-up): 256 rather than 64 means fewer wake-ups
-    /// in a sustained notification stream (notify_20B ~115k -> ~130k per CPU second) and
-    /// delays a callback by at most 256 jobs of loop work (a few hundred microseconds).
+    /// hand callbacks to another thread (a wake-up, costly on these VMs): 1024 rather than 64
+    /// roughly halves the wake-ups of a sustained notification stream again after 256 did, and
+    /// delays a callback by at most 1024 jobs of loop work (about a millisecond); a loop that
+    /// runs out of work ends its burst at once, so a lone callback is never held back.
     static let burstLength = 1024
     @exclusivity(unchecked) private var timers = TimerHeap()
     @exclusivity(unchecked) private var sequence: UInt64 = 0

@@ -91,7 +91,8 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
 
     struct OutgoingUpdate {
         let handle: ATTHandle
-        let value: [UInt8]
+        /// The app's value as it gave it: a notification is encoded straight from its bytes.
+        let value: Data
         let centrals: [CBCentral]?
         /// Nil until the first attempt; then the links that still have to take it.
         var waitingLinks: [ObjectIdentifier]?
@@ -502,7 +503,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
                 finished += 1 // not published (any more): nobody to send it to
                 continue
             }
-            var update = OutgoingUpdate(handle: handle, value: accepted.value.byteArray, centrals: accepted.centrals)
+            var update = OutgoingUpdate(handle: handle, value: accepted.value, centrals: accepted.centrals)
             if fifoHead == fifo.count, attempt(&update) {
                 finished += 1
             } else {
@@ -564,11 +565,11 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         guard link.isOpen, let configuration = link.subscriptions[update.handle] else { return true }
         guard link.bearer.isOpen else { return true }
         if configuration.contains(.notification) {
-            return link.bearer.notify(handle: update.handle, value: update.value)
+            return update.value.withUnsafeBytes { link.bearer.notify(handle: update.handle, bytes: $0) }
         }
         guard link.indicationsInFlight < Self.indicationWindow else { return false }
         link.indicationsInFlight += 1
-        link.bearer.indicate(handle: update.handle, value: update.value) { [weak self, weak link] _ in
+        link.bearer.indicate(handle: update.handle, value: update.value.byteArray) { [weak self, weak link] _ in
             guard let link else { return }
             link.indicationsInFlight -= 1
             self?.pump()
