@@ -287,6 +287,10 @@ extension VirtualController {
 
     // MARK: Radio callbacks
 
+    /// Scanning or initiating (legacy or extended): only then do broadcast advertising PDUs
+    /// matter here, so only then does the radio deliver them.
+    public var listensForAdvertising: Bool { scanning.enabled || initiating != nil }
+
     public func radioDidReceive(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) {
         if extended.family == .extended { return extendedFamilyReceived(pdu, rssi: rssi, from: sender) }
         switch pdu {

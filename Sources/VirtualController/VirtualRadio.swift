@@ -15,9 +15,16 @@ public protocol RadioDevice: AnyObject, Sendable {
     /// An extended advertising PDU was heard on `phy` (ADV_EXT_IND on the primary channels,
     /// the AUX_* PDUs on the secondary ones).
     func radioDidReceive(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, rssi: Int8, from sender: RadioDeviceID)
+    /// Whether broadcast advertising PDUs can matter to the device now (it scans or initiates).
+    /// The radio hands them to listening devices only: with a thousand advertisers, delivering
+    /// each PDU to every device (a loop job and an RSSI each) was most of the work.
+    var listensForAdvertising: Bool { get }
 }
 
 extension RadioDevice {
+    /// Devices that do not say hear every broadcast.
+    public var listensForAdvertising: Bool { true }
+
     /// Devices without extended advertising hear nothing of it.
     public func radioDidReceive(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, rssi: Int8, from sender: RadioDeviceID) {}
 }
@@ -134,7 +141,8 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         advertisingPDUsSent += 1
         let air = airTime == .timed ? LEPHY.le1M.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
         for id in deviceOrder where id != sender {
-            guard let device = devices[id]?.device, let rssi = rssi(from: sender, to: id) else { continue }
+            guard let device = devices[id]?.device, device.listensForAdvertising,
+                  let rssi = rssi(from: sender, to: id) else { continue }
             deliver(after: air) { device.radioDidReceive(pdu, rssi: rssi, from: sender) }
         }
         return air
@@ -162,7 +170,8 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         advertisingPDUsSent += 1
         let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
         for (id, entry) in devices where id != sender && (receiver == nil || receiver == id) {
-            guard let device = entry.device, let rssi = rssi(from: sender, to: id) else { continue }
+            guard let device = entry.device, receiver != nil || device.listensForAdvertising,
+                  let rssi = rssi(from: sender, to: id) else { continue }
             deliver(after: air) { device.radioDidReceive(pdu, phy: phy, rssi: rssi, from: sender) }
         }
         return air

@@ -7,6 +7,8 @@ import Testing
 /// A radio device that only listens, for tests of the radio itself.
 final class Listener: RadioDevice, @unchecked Sendable {
     var heard: [(pdu: AdvertisingPDU, rssi: Int8)] = []
+    /// As a controller that neither scans nor initiates when false.
+    var listensForAdvertising = true
     var linkChanges: [(UInt32, Bool)] = []
     func radioDidReceive(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) { heard.append((pdu, rssi)) }
     func radioDidReceive(_ pdu: DataPDU, accessAddress: UInt32, rssi: Int8) {}
@@ -116,6 +118,32 @@ struct RadioModelTests {
         radio.setPowered(ids[1], true)
         #expect(radio.isPowered(ids[1]))
         #expect(radio.rssi(from: ids[0], to: ids[1]) == -79)
+    }
+
+    /// Broadcast advertising reaches only devices that listen (scan or initiate); a PDU sent to
+    /// one device (SCAN_REQ, CONNECT_IND) reaches it either way.
+    @Test func broadcastsReachListeningDevicesOnly() {
+        let (radio, ids, listeners) = radio(at: [0, 1, 2])
+        listeners[2].listensForAdvertising = false
+        let pdu = AdvertisingPDU.advNonconnInd(advA: LEAddress(.publicDevice, .zero), data: [])
+        radio.transmit(pdu, from: ids[0])
+        radio.loop.run(for: .zero)
+        #expect(listeners[1].heard.count == 1)
+        #expect(listeners[2].heard.isEmpty)
+        radio.transmit(pdu, from: ids[0], to: ids[2])
+        radio.loop.run(for: .zero)
+        #expect(listeners[2].heard.count == 1)
+    }
+
+    /// A controller listens while it scans, and not before or after.
+    @Test func aControllerListensWhileItScans() {
+        let devices = Devices(at: [0, 1])
+        let controller = devices.hosts[1].controller
+        #expect(!controller.listensForAdvertising)
+        #expect(devices.hosts[1].status(LESetScanEnable(leScanEnable: true, filterDuplicates: false)) == .success)
+        #expect(controller.listensForAdvertising)
+        #expect(devices.hosts[1].status(LESetScanEnable(leScanEnable: false, filterDuplicates: false)) == .success)
+        #expect(!controller.listensForAdvertising)
     }
 
     @Test func seededNoiseIsDeterministicWithTheConfiguredSigma() {
