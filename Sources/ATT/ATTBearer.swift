@@ -261,6 +261,13 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     private func receiveNotification(_ bytes: [UInt8], _ opcode: ATTOpcode) {
+        // The hottest PDU, read in place (the decoder's result, without the enum around it):
+        // opcode, handle, value (§3.4.7.1).
+        if opcode == .handleValueNotification, bytes.count >= 3, bytes.count <= mtu {
+            let handle = ATTHandle(UInt16(bytes[1]) | UInt16(bytes[2]) << 8)
+            onNotification?(handle, Array(bytes[3...]))
+            return
+        }
         guard let pdu = decodeUnanswered(bytes, opcode) else { return }
         switch pdu {
         case .handleValueNotification(let n):

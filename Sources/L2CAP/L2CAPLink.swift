@@ -184,6 +184,12 @@ public final class L2CAPLink: @unchecked Sendable {
     /// A whole L2CAP PDU from the link (the HCI driver reassembles fragments).
     public func receive(_ pdu: [UInt8]) {
         guard isOpen else { return }
+        // ATT's PDUs, read in place (what BasicFrame(decoding:) checks: the length field).
+        if pdu.count >= 4, Int(pdu[0]) | Int(pdu[1]) << 8 == pdu.count - 4,
+           UInt16(pdu[2]) | UInt16(pdu[3]) << 8 == L2CAPChannelID.att {
+            att.onReceive?(Array(pdu[4...]))
+            return
+        }
         let frame: BasicFrame
         do { frame = try BasicFrame(decoding: pdu) } catch {
             log?("dropped: \(error)")
