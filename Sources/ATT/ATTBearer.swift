@@ -260,26 +260,23 @@ public final class ATTBearer: @unchecked Sendable {
         }
     }
 
+    // Notifications and indications are decoded by their own type's decoder, not through the
+    // `ATTPDU` enum: the hottest PDUs, and wrapping and unwrapping the enum cost more than
+    // reading them.
     private func receiveNotification(_ bytes: [UInt8], _ opcode: ATTOpcode) {
-        // The hottest PDU, read in place (the decoder's result, without the enum around it):
-        // opcode, handle, value (§3.4.7.1).
-        if opcode == .handleValueNotification, bytes.count >= 3, bytes.count <= mtu {
-            let handle = ATTHandle(UInt16(bytes[1]) | UInt16(bytes[2]) << 8)
-            onNotification?(handle, Array(bytes[3...]))
-            return
-        }
-        guard let pdu = decodeUnanswered(bytes, opcode) else { return }
-        switch pdu {
-        case .handleValueNotification(let n):
+        switch opcode {
+        case .handleValueNotification:
+            guard let n = decodeUnanswered(bytes, opcode, ATTPDU.HandleValueNotification.init(decoding:)) else { return }
             onNotification?(n.attributeHandle, n.attributeValue)
-        case .multipleHandleValueNotification(let n):
+        case .multipleHandleValueNotification:
+            guard let n = decodeUnanswered(bytes, opcode, ATTPDU.MultipleHandleValueNotification.init(decoding:)) else { return }
             onMultipleNotification?(n.handleLengthValueTupleList.map { ($0.attributeHandle, $0.attributeValue) })
         default: break
         }
     }
 
     private func receiveIndication(_ bytes: [UInt8], _ opcode: ATTOpcode) {
-        guard case .handleValueIndication(let indication)? = decodeUnanswered(bytes, opcode) else { return }
+        guard let indication = decodeUnanswered(bytes, opcode, ATTPDU.HandleValueIndication.init(decoding:)) else { return }
         onIndication?(indication.attributeHandle, indication.attributeValue)
         // The handler may have closed the bearer.
         guard isOpen else { return }
@@ -288,13 +285,15 @@ public final class ATTBearer: @unchecked Sendable {
         }
     }
 
-    /// Decodes a PDU nobody answers with an error: oversized or malformed ones are dropped.
-    private func decodeUnanswered(_ bytes: [UInt8], _ opcode: ATTOpcode) -> ATTPDU? {
+    /// Decodes a PDU nobody answers with an error (with `decode`, `ATTPDU`'s decoder unless the
+    /// type is known): oversized or malformed ones are dropped.
+    private func decodeUnanswered<PDU>(_ bytes: [UInt8], _ opcode: ATTOpcode,
+                                       _ decode: ([UInt8]) throws -> PDU = ATTPDU.init(decoding:)) -> PDU? {
         guard bytes.count <= mtu else {
             log?("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); dropped")
             return nil
         }
-        do { return try ATTPDU(decoding: bytes) } catch {
+        do { return try decode(bytes) } catch {
             log?("malformed \(opcode.name) dropped: \(error)")
             return nil
         }
@@ -311,20 +310,20 @@ public final class ATTBearer: @unchecked Sendable {
     /// `notify(handle:value:)` for a value in memory the caller owns (no array of it needed).
     public func notify(handle: ATTHandle, bytes value: UnsafeRawBufferPointer) -> Bool {
         guard isOpen else { return false }
-        guard let channel else { return false }
         // Encoded here, behind the channel's header room, in one allocation (the hottest PDU;
         // the bytes are ATTPDU.HandleValueNotification's encoding).
-        let limit = ATTMTU.maximumNotificationValueLength(mtu: mtu)
-        let length = min(value.count, limit)
-        let headroom = channel.sduHeadroom
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(headroom + 3 + length)
-        for _ in 0..<headroom { bytes.append(0) }
-        bytes.append(ATTOpcode.handleValueNotification.rawValue)
-        bytes.append(UInt8(truncatingIfNeeded: handle.rawValue))
-        bytes.append(UInt8(truncatingIfNeeded: handle.rawValue >> 8))
-        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[..<length]))
-        return sendUnacknowledged(reserved: bytes, on: channel)
+        let length = min(value.count, ATTMTU.maximumNotificationValueLength(mtu: mtu))
+        return sendUnacknowledged { channel in
+            let headroom = channel.sduHeadroom
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(headroom + 3 + length)
+            for _ in 0..<headroom { bytes.append(0) }
+            bytes.append(ATTOpcode.handleValueNotification.rawValue)
+            bytes.append(UInt8(truncatingIfNeeded: handle.rawValue))
+            bytes.append(UInt8(truncatingIfNeeded: handle.rawValue >> 8))
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[..<length]))
+            return channel.send(reserved: bytes, ifQueuedBelow: maximumQueuedPDUsForUnacknowledged)
+        }
     }
 
     /// Sends a Multiple Handle Value Notification (only to a client that said it supports them).
@@ -511,16 +510,14 @@ public final class ATTBearer: @unchecked Sendable {
         if channel?.send(pdu.encode()) != true { log?("could not send \(pdu.opcode.name)") }
     }
 
-    private func sendUnacknowledged(reserved bytes: [UInt8], on channel: any ATTChannel) -> Bool {
-        guard channel.send(reserved: bytes, ifQueuedBelow: maximumQueuedPDUsForUnacknowledged) else {
-            refusedUnacknowledged = true
-            return false
-        }
-        return true
+    private func sendUnacknowledged(_ bytes: [UInt8]) -> Bool {
+        sendUnacknowledged { $0.queuedPDUs < maximumQueuedPDUsForUnacknowledged && $0.send(bytes) }
     }
 
-    private func sendUnacknowledged(_ bytes: [UInt8]) -> Bool {
-        guard let channel, channel.queuedPDUs < maximumQueuedPDUsForUnacknowledged, channel.send(bytes) else {
+    /// A PDU nobody acknowledges, which `send` hands to the channel unless the link's queue is
+    /// over its bound; a refusal is remembered, so `onReadyToSendCommands` follows the drain.
+    private func sendUnacknowledged(_ send: (any ATTChannel) -> Bool) -> Bool {
+        guard let channel, send(channel) else {
             refusedUnacknowledged = true
             return false
         }

@@ -51,22 +51,11 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case request, response, command, notification, indication, confirmation
     }
 
-    /// A switch, not the name table: every received PDU asks (a dictionary lookup hashes).
-    public var kind: Kind? {
-        switch rawValue {
-        case 0x1B, 0x23: .notification
-        case 0x1D: .indication
-        case 0x1E: .confirmation
-        case 0x52, 0xD2: .command
-        case 0x01, 0x03, 0x05, 0x07, 0x09, 0x0B, 0x0D, 0x0F, 0x11, 0x13, 0x17, 0x19, 0x21: .response
-        case 0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20: .request
-        default: nil
-        }
-    }
+    public var kind: Kind? { Self.table[Int(rawValue)]?.kind }
 
     /// The spec's name, e.g. "ATT_READ_BY_TYPE_REQ", or "ATT opcode 0xNN" for unknown ones.
     public var name: String {
-        Self.table[rawValue]?.name ?? "ATT opcode 0x" + String(rawValue, radix: 16, uppercase: true)
+        Self.table[Int(rawValue)]?.name ?? "ATT opcode 0x" + String(rawValue, radix: 16, uppercase: true)
     }
 
     public var description: String { name }
@@ -88,7 +77,15 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         }
     }
 
-    private static let table: [UInt8: (name: String, kind: Kind)] = [
+    /// Indexed by opcode: every received PDU asks for its kind and the decoder for its name
+    /// (a dictionary lookup hashed the opcode each time).
+    private static let table: [(name: String, kind: Kind)?] = {
+        var table = [(name: String, kind: Kind)?](repeating: nil, count: 256)
+        for (opcode, entry) in definitions { table[Int(opcode)] = entry }
+        return table
+    }()
+
+    private static let definitions: [UInt8: (name: String, kind: Kind)] = [
         0x01: ("ATT_ERROR_RSP", .response),
         0x02: ("ATT_EXCHANGE_MTU_REQ", .request),
         0x03: ("ATT_EXCHANGE_MTU_RSP", .response),

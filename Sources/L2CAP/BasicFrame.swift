@@ -29,12 +29,15 @@ public struct BasicFrame: Hashable, Sendable {
 
     /// Decodes a whole PDU as the HCI driver reassembled it; the length field must match.
     public init(decoding pdu: [UInt8]) throws {
-        var r = ByteReader(pdu, context: "L2CAP basic frame")
-        let length = Int(try r.u16())
-        channelID = try r.u16()
-        guard r.remaining == length else {
-            throw DecodeError("L2CAP basic frame: length field \(length) but \(r.remaining) payload bytes")
+        // Read in place (every PDU of every link comes through here).
+        let context = "L2CAP basic frame"
+        guard pdu.count >= 2 else { throw DecodeError.truncated(context, needed: 2, available: pdu.count) }
+        guard pdu.count >= 4 else { throw DecodeError.truncated(context, needed: 2, available: pdu.count - 2) }
+        let length = Int(pdu[0]) | Int(pdu[1]) << 8
+        channelID = UInt16(pdu[2]) | UInt16(pdu[3]) << 8
+        guard pdu.count - 4 == length else {
+            throw DecodeError("L2CAP basic frame: length field \(length) but \(pdu.count - 4) payload bytes")
         }
-        payload = r.rest()
+        payload = Array(pdu[4...])
     }
 }

@@ -114,15 +114,14 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
 
     /// `send(reserved:)` when fewer than `limit` PDUs of the link wait for controller buffers.
     public func send(reserved sdu: [UInt8], ifQueuedBelow limit: Int) -> Bool {
-        guard sdu.count >= 4, link.isOpen, let lower = link.lower,
-              limit == .max || lower.queuedPDUs(handle: link.handle) < limit else { return false }
+        guard sdu.count >= 4 else { return false }
         var pdu = sdu
         let length = UInt16(truncatingIfNeeded: pdu.count - 4)
         pdu[0] = UInt8(truncatingIfNeeded: length)
         pdu[1] = UInt8(truncatingIfNeeded: length >> 8)
         pdu[2] = UInt8(truncatingIfNeeded: channelID)
         pdu[3] = UInt8(truncatingIfNeeded: channelID >> 8)
-        return lower.sendACL(handle: link.handle, pdu: pdu)
+        return link.send(framed: pdu, ifQueuedBelow: limit)
     }
 
     /// PDUs waiting for controller buffers on this link (all channels): the back-pressure signal.
@@ -173,9 +172,10 @@ public final class L2CAPLink: @unchecked Sendable {
 
     func send(_ frame: BasicFrame) -> Bool { send(framed: frame.encode()) }
 
-    /// Sends a whole, encoded basic frame.
-    func send(framed pdu: [UInt8]) -> Bool {
-        guard isOpen, let lower else { return false }
+    /// Sends a whole, encoded basic frame, if fewer than `limit` PDUs of the link wait for
+    /// controller buffers (one look at the layer below for both).
+    func send(framed pdu: [UInt8], ifQueuedBelow limit: Int = .max) -> Bool {
+        guard isOpen, let lower, limit == .max || lower.queuedPDUs(handle: handle) < limit else { return false }
         return lower.sendACL(handle: handle, pdu: pdu)
     }
 
@@ -184,12 +184,6 @@ public final class L2CAPLink: @unchecked Sendable {
     /// A whole L2CAP PDU from the link (the HCI driver reassembles fragments).
     public func receive(_ pdu: [UInt8]) {
         guard isOpen else { return }
-        // ATT's PDUs, read in place (what BasicFrame(decoding:) checks: the length field).
-        if pdu.count >= 4, Int(pdu[0]) | Int(pdu[1]) << 8 == pdu.count - 4,
-           UInt16(pdu[2]) | UInt16(pdu[3]) << 8 == L2CAPChannelID.att {
-            att.onReceive?(Array(pdu[4...]))
-            return
-        }
         let frame: BasicFrame
         do { frame = try BasicFrame(decoding: pdu) } catch {
             log?("dropped: \(error)")

@@ -108,7 +108,7 @@ import Testing
         #expect(ATTHandle(3) < ATTHandle(0x0100))
     }
 
-    /// `kind` is a switch kept apart from the name table: the two agree on all 256 values.
+    /// Every opcode's kind agrees with its spec name's suffix, and undefined opcodes have neither.
     @Test func kindAgreesWithTheSpecName() {
         for raw in 0...255 {
             let opcode = ATTOpcode(UInt8(raw))
