@@ -11,7 +11,7 @@ extension ObjectIdentifier: IntegerMapKey {
     @inlinable public var integerMapBits: UInt64 { UInt64(UInt(bitPattern: self)) }
 }
 
-/// A hash map for integer slotKeys (connection handles, access addresses, ATT handles) on the
+/// A hash map for integer keys (connection handles, access addresses, ATT handles) on the
 /// per-packet paths. `Dictionary` hashes every key with SipHash: 17 lookups per notification
 /// made 5% of the stack's instructions. Open addressing with linear probing and backward-shift
 /// deletion (no tombstones), load at most one half, Fibonacci hashing.
@@ -90,23 +90,23 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @inlinable
     @discardableResult
     public mutating func removeValue(forKey key: Key) -> Value? {
-        let (found, isThere) = slot(of: key)
-        guard isThere else { return nil }
-        let old = slotValues[found]
-        slotKeys[found] = nil
-        slotValues[found] = nil
+        let (removed, found) = slot(of: key)
+        guard found else { return nil }
+        let old = slotValues[removed]
+        slotKeys[removed] = nil
+        slotValues[removed] = nil
         _count -= 1
         // Backward shift: pull later members of the probe run into the hole, so lookups never
         // stop early at it.
         let mask = slotKeys.count - 1
-        var hole = found
-        var index = (found + 1) & mask
+        var hole = removed
+        var index = (removed + 1) & mask
         while let key = slotKeys[index] {
-            let home = self.home(key)
-            // Move when the key's home is not in (hole, index] cyclically.
-            let distanceToHole = (index - home) & mask
-            let distanceToIndex = (index - hole) & mask
-            if distanceToHole >= distanceToIndex {
+            // Move the key unless its home lies cyclically in (hole, index]: that is, when it
+            // sits at least as far from its home as from the hole.
+            let fromHome = (index - home(key)) & mask
+            let fromHole = (index - hole) & mask
+            if fromHome >= fromHole {
                 slotKeys[hole] = key
                 slotValues[hole] = slotValues[index]
                 slotKeys[index] = nil
@@ -137,8 +137,9 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
         shift -= 1
         for i in oldKeys.indices {
             guard let key = oldKeys[i], let value = oldValues[i] else { continue }
-            slotKeys[slot(of: key).index] = key
-            slotValues[slot(of: key).index] = value
+            let index = slot(of: key).index
+            slotKeys[index] = key
+            slotValues[index] = value
         }
     }
 

@@ -98,7 +98,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
                     problem = "the value of \(key) must be an array of CBUUID"
                 }
             case CBAdvertisementDataLinuxManufacturerDataKey:
-                if let data = value as? Data, data.count >= 2 { manufacturerData = [UInt8](data) } else {
+                if let data = value as? Data, data.count >= 2 { manufacturerData = data.byteArray } else {
                     problem = "the value of \(key) must be Data starting with the 2-byte company identifier"
                 }
             default:

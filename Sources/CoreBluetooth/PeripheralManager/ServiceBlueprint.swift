@@ -77,7 +77,7 @@ struct ServiceBlueprint: @unchecked Sendable {
             guard value.count <= 512 else {
                 return .failure(invalid("characteristic \(uuid): a cached value of \(value.count) bytes is longer than 512"))
             }
-            gattValue = .stored([UInt8](value))
+            gattValue = .stored(value.byteArray)
         } else {
             gattValue = .dynamic
         }
@@ -104,7 +104,7 @@ struct ServiceBlueprint: @unchecked Sendable {
                     return .failure(invalid("characteristic \(uuid): a Presentation Format value is 7 bytes, not \(data.count)"))
                 }
                 gattDescriptors.append(GATTDescriptor(uuid: .characteristicPresentationFormat, permissions: .readable,
-                                                      value: .stored([UInt8](data))))
+                                                      value: .stored(data.byteArray)))
             default:
                 return .failure(invalid("characteristic \(uuid): descriptor \(type) cannot be added; only the User Description (\(CBUUIDCharacteristicUserDescriptionString)) and Presentation Format (\(CBUUIDCharacteristicFormatString)) descriptors can (the Client Characteristic Configuration and Extended Properties descriptors are made for you)"))
             }

@@ -91,7 +91,6 @@ final class CallbackWaiters: @unchecked Sendable {
         /// wait ends, so the waiting thread owns the clock again.
         let clock: EventLoop?
         private let signal = NSCondition()
-        @exclusivity(unchecked) private var finished = false
         @exclusivity(unchecked) private(set) var satisfied = false
 
         init(condition: @escaping @Sendable () -> Bool, clock: EventLoop?) {
@@ -99,13 +98,14 @@ final class CallbackWaiters: @unchecked Sendable {
             self.clock = clock
         }
 
-        /// `finished`, readable without the lock: `check` runs after every callback.
+        /// Set once, under `signal`'s lock; atomic so that `check`, which runs after every
+        /// callback, can look without the lock.
         private let finishedFlag = Atomic<Bool>(false)
 
-        private var isFinished: Bool { finishedFlag.load(ordering: .acquiring) }
+        private var finished: Bool { finishedFlag.load(ordering: .acquiring) }
 
         func check() {
-            guard !isFinished, condition() else { return }
+            guard !finished, condition() else { return }
             signal.lock()
             defer { signal.unlock() }
             guard !finished else { return }
@@ -124,7 +124,6 @@ final class CallbackWaiters: @unchecked Sendable {
                 return satisfied
             }
             guard holds else { return false }
-            finished = true
             finishedFlag.store(true, ordering: .releasing)
             satisfied = true
             return true
@@ -138,7 +137,6 @@ final class CallbackWaiters: @unchecked Sendable {
         }
 
         private func finish(satisfied: Bool) {
-            finished = true
             finishedFlag.store(true, ordering: .releasing)
             self.satisfied = satisfied
             clock?.holdClock()
