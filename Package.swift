@@ -61,6 +61,13 @@ let package = Package(
         // The LE host on one controller: HCI driver + L2CAP links + GAP procedures (scan,
         // advertise, connect, encrypt), extended commands when the controller has them.
         .target(name: "HostStack", dependencies: ["HCI", "HCIDriver", "HCITransport", "L2CAP", "Scheduling"]),
+        // The host on one controller, shared by every user of it (each Core Bluetooth manager, in
+        // both roles): LEHost, the one GATT server and database, and per connection the ATT
+        // bearer, GATT client and server connection; merged scans, connection ownership,
+        // advertising sets, merged services.
+        .target(name: "HostDevice", dependencies: [
+            "HCI", "HCIDriver", "HCITransport", "HostStack", "L2CAP", "ATT", "GATT", "Scheduling",
+        ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
@@ -72,7 +79,7 @@ let package = Package(
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
         .target(name: "CoreBluetooth", dependencies: [
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
-            "L2CAP", "HostStack", "ATT", "GATT", "GAP",
+            "L2CAP", "HostStack", "HostDevice", "ATT", "GATT", "GAP",
         ]),
 
         // cbtool's commands (demo, scan, explore, read/write/subscribe, simulate, radio, and the
@@ -96,6 +103,10 @@ let package = Package(
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
         ]),
         .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding"]),
+        // The host device's client rules, with virtual controllers on a virtual radio.
+        .testTarget(name: "HostDeviceTests", dependencies: [
+            "HostDevice", "HostStack", "GATT", "ATT", "HCI", "HCITransport", "Scheduling", "VirtualController",
+        ]),
         .testTarget(name: "HostStackTests", dependencies: [
             "HostStack", "L2CAP", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
         ]),

@@ -1,13 +1,15 @@
 import Dispatch
 import Foundation
 import HCITransport
+import HostDevice
 import HostStack
 import Scheduling
 
 /// What both managers share: the state of the local Bluetooth device.
 ///
-/// On Linux each manager instance is a device of its own (its own controller and address):
-/// see ``CBVirtualRadio`` and ``CBManagerOptionLinuxTransportKey`` for which controller.
+/// On Linux, managers that name the same external controller share it (one host device per
+/// controller, as an app's managers share a phone's radio); on a virtual radio each manager is
+/// a device of its own: see ``CBVirtualRadio`` and ``CBManagerOptionLinuxTransportKey``.
 open class CBManager: NSObject, @unchecked Sendable {
     private var stateStorage: CBManagerState = .unknown
     private var unavailableReasonStorage: String?
@@ -45,8 +47,18 @@ open class CBManager: NSObject, @unchecked Sendable {
     }
 
     deinit {
-        if let device { device.loop.execute { device.shutdown() } }
+        guard let device else { return }
+        // The role service leaves the device (its scan, connections, advertising set and
+        // services with it); the device stops when its last manager is gone.
+        if let client = deviceClient {
+            let leaving = Unchecked(client)
+            device.loop.execute { device.hostDevice?.removeClient(leaving.value) }
+        }
+        device.release()
     }
+
+    /// The subclass's role service on the device (a `let`, so that `deinit` may read it).
+    var deviceClient: (any HostDeviceClient)? { nil }
 
     // MARK: For the subclasses
 
@@ -65,8 +77,8 @@ open class CBManager: NSObject, @unchecked Sendable {
             device.start { [weak self] result in
                 guard let self else { return }
                 switch result {
-                case .success(let host):
-                    self.deviceDidStart(host)
+                case .success(let hostDevice):
+                    self.deviceDidStart(hostDevice)
                     self.deliverState(.poweredOn)
                 case .failure(let problem):
                     synchronized { self.unavailableReasonStorage = "\(problem)" }
@@ -77,15 +89,15 @@ open class CBManager: NSObject, @unchecked Sendable {
         }
     }
 
-    /// On the loop, when the device's host is up (first start and after a power cycle): attach
-    /// to `host` (become its delegate).
-    func deviceDidStart(_ host: LEHost) {}
+    /// On the loop, when the device is up (first start and after a power cycle): join it as a
+    /// client.
+    func deviceDidStart(_ hostDevice: HostDevice) {}
 
     /// On the loop, when the device's controller went away (powered off, transport closed):
     /// drop connections and procedures; the state callback (`.poweredOff`) follows.
     func deviceDidStop() {}
 
-    /// On the loop: subclasses call it from `LEHostDelegate.host(_:didClose:)`.
+    /// On the loop: the role service calls it when its device closed.
     func hostDidClose(_ error: HCITransportError?) {
         if let error { StackLog.log("\(device?.label ?? "controller") closed: \(error)") }
         deviceDidStop()
@@ -114,11 +126,6 @@ open class CBManager: NSObject, @unchecked Sendable {
         return true
     }
 
-    /// Runs `body` on the device's loop with its host, if the device is up.
-    func onLoop(_ body: @escaping @Sendable (LEHost) -> Void) {
-        guard let device else { return }
-        device.loop.execute { if let host = device.host { body(host) } }
-    }
 }
 
 // MARK: - Linux extensions
@@ -160,16 +167,15 @@ extension CBManager {
         device.loop.execute { [weak self] in
             guard let self, device.radio != nil else { return }
             if on {
-                guard device.host == nil else { return }
+                guard device.hostDevice == nil else { return }
                 device.start { [weak self] result in
-                    guard let self, case .success(let host) = result else { return }
-                    self.deviceDidStart(host)
+                    guard let self, case .success(let hostDevice) = result else { return }
+                    self.deviceDidStart(hostDevice)
                     self.deliverState(.poweredOn)
                 }
             } else {
-                guard device.host != nil else { return }
-                device.host?.delegate = nil
-                device.setVirtualPower(false)
+                guard device.hostDevice != nil else { return }
+                device.powerOffVirtual()
                 self.deviceDidStop()
                 self.deliverState(.poweredOff)
             }

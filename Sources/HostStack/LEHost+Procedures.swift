@@ -77,8 +77,14 @@ extension LEHost {
 
     // MARK: Advertising
 
-    /// Starts advertising (one advertising set, handle 0, with legacy PDUs).
-    public func startAdvertising(_ parameters: AdvertisingParameters, completion: @escaping (Result<Void, HCIError>) -> Void) {
+    /// Starts advertising with legacy PDUs in advertising set `set` (0 with legacy commands;
+    /// below `supportedAdvertisingSets` with extended ones). Starting a set that advertises
+    /// replaces its parameters and data.
+    public func startAdvertising(_ parameters: AdvertisingParameters, set: UInt8 = 0,
+                                 completion: @escaping (Result<Void, HCIError>) -> Void) {
+        guard Int(set) < (usesExtendedCommands ? supportedAdvertisingSets : 1) else {
+            return completion(.failure(.notSupported("the controller has no advertising set \(set)")))
+        }
         guard parameters.data.count <= 31, parameters.scanResponse.count <= 31 else {
             return completion(.failure(.notSupported("legacy advertising carries at most 31 bytes of data and of scan response")))
         }
@@ -88,7 +94,7 @@ extension LEHost {
         }
         let ownAddressType: LEAddressType = randomAddress == nil ? .publicDevice : .randomDevice
         let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
-            if case .success = result { self?.isAdvertising = true }
+            if case .success = result { self?.advertisingSets.insert(set) }
             completion(result)
         }
         if usesExtendedCommands {
@@ -97,15 +103,15 @@ extension LEHost {
             if parameters.scannable || parameters.connectable { properties.insert(.scannable) }
             var steps = [
                 step(LESetExtendedAdvertisingParameters(
-                    advertisingHandle: 0, advertisingEventProperties: properties,
+                    advertisingHandle: set, advertisingEventProperties: properties,
                     primaryAdvertisingIntervalMin: UInt32(parameters.intervalMin),
                     primaryAdvertisingIntervalMax: UInt32(parameters.intervalMax), ownAddressType: ownAddressType)),
             ]
-            if let randomAddress { steps.append(step(LESetAdvertisingSetRandomAddress(advertisingHandle: 0, randomAddress: randomAddress))) }
+            if let randomAddress { steps.append(step(LESetAdvertisingSetRandomAddress(advertisingHandle: set, randomAddress: randomAddress))) }
             sequence(steps + [
-                step(LESetExtendedAdvertisingData(advertisingHandle: 0, advertisingData: parameters.data)),
-                step(LESetExtendedScanResponseData(advertisingHandle: 0, scanResponseData: parameters.scanResponse)),
-                step(LESetExtendedAdvertisingEnable(enable: true, sets: [.init(advertisingHandle: 0)])),
+                step(LESetExtendedAdvertisingData(advertisingHandle: set, advertisingData: parameters.data)),
+                step(LESetExtendedScanResponseData(advertisingHandle: set, scanResponseData: parameters.scanResponse)),
+                step(LESetExtendedAdvertisingEnable(enable: true, sets: [.init(advertisingHandle: set)])),
             ], completion: done)
         } else {
             let type: LESetAdvertisingParameters.AdvertisingType =
@@ -122,13 +128,14 @@ extension LEHost {
         }
     }
 
-    public func stopAdvertising(completion: @escaping (Result<Void, HCIError>) -> Void) {
+    /// Stops advertising set `set`.
+    public func stopAdvertising(set: UInt8 = 0, completion: @escaping (Result<Void, HCIError>) -> Void) {
         let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
-            if case .success = result { self?.isAdvertising = false }
+            if case .success = result { self?.advertisingSets.remove(set) }
             completion(result)
         }
         if usesExtendedCommands {
-            sequence([step(LESetExtendedAdvertisingEnable(enable: false, sets: [.init(advertisingHandle: 0)]))], completion: done)
+            sequence([step(LESetExtendedAdvertisingEnable(enable: false, sets: [.init(advertisingHandle: set)]))], completion: done)
         } else {
             sequence([step(LESetAdvertisingEnable(advertisingEnable: false))], completion: done)
         }

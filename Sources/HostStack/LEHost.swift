@@ -50,8 +50,9 @@ public protocol LEHostDelegate: AnyObject {
     /// As peripheral: the central starts encryption; return the long-term key (16 bytes, as HCI
     /// carries it) for this EDIV/Rand, or nil to refuse.
     func host(_ host: LEHost, longTermKeyFor connection: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]?
-    /// Advertising stopped by itself (a connection was made, or directed advertising timed out).
-    func hostDidStopAdvertising(_ host: LEHost)
+    /// Advertising set `set` stopped by itself (a connection was made, or directed advertising
+    /// timed out). With legacy commands the one set is 0.
+    func host(_ host: LEHost, didStopAdvertisingSet set: UInt8)
     /// The controller is gone (transport closed or broken).
     func host(_ host: LEHost, didClose error: HCITransportError?)
 }
@@ -65,7 +66,7 @@ extension LEHostDelegate {
     public func host(_ host: LEHost, didUpdatePHYOf connection: LEConnection, status: HCIStatus) {}
     public func host(_ host: LEHost, encryptionChangedOn connection: LEConnection, status: HCIStatus) {}
     public func host(_ host: LEHost, longTermKeyFor connection: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? { nil }
-    public func hostDidStopAdvertising(_ host: LEHost) {}
+    public func host(_ host: LEHost, didStopAdvertisingSet set: UInt8) {}
     public func host(_ host: LEHost, didClose error: HCITransportError?) {}
 }
 
@@ -87,7 +88,10 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     /// controller has all of them (mixing legacy and extended commands is Command Disallowed).
     @exclusivity(unchecked) public private(set) var usesExtendedCommands = false
     @exclusivity(unchecked) var reportAssembler = ExtendedReportAssembler()
-    @exclusivity(unchecked) var isAdvertising = false
+    /// The advertising sets enabled (only set 0 with legacy commands).
+    @exclusivity(unchecked) public internal(set) var advertisingSets: Set<UInt8> = []
+    /// How many advertising sets the controller has (1 with legacy commands).
+    @exclusivity(unchecked) public internal(set) var supportedAdvertisingSets = 1
     /// The connection attempt in progress, for reporting its failure.
     @exclusivity(unchecked) var connecting: LEAddress?
     /// The random address set in the controller, if any.
@@ -101,11 +105,16 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     /// Opens the transport and initialises the controller.
     public func start(completion: @escaping (Result<ControllerInfo, HCIError>) -> Void) {
         driver.start { [self] result in
-            if case .success(let info) = result {
-                self.info = info
-                usesExtendedCommands = info.supportsExtendedAdvertising && info.supportsExtendedScanning
+            guard case .success(let info) = result else { return completion(result) }
+            self.info = info
+            usesExtendedCommands = info.supportsExtendedAdvertising && info.supportsExtendedScanning
+            guard usesExtendedCommands else { return completion(result) }
+            driver.send(LEReadNumberOfSupportedAdvertisingSets()) { [self] sets in
+                if case .success(let parameters) = sets {
+                    supportedAdvertisingSets = max(1, Int(parameters.numSupportedAdvertisingSets))
+                }
+                completion(result)
             }
-            completion(result)
         }
     }
 
@@ -202,9 +211,9 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
                 return
             }
             driver.send(LELongTermKeyRequestReply(connectionHandle: e.connectionHandle, longTermKey: key)) { _ in }
-        case .advertisingSetTerminated:
-            isAdvertising = false
-            delegate?.hostDidStopAdvertising(self)
+        case .advertisingSetTerminated(let e):
+            advertisingSets.remove(e.advertisingHandle)
+            delegate?.host(self, didStopAdvertisingSet: e.advertisingHandle)
         default:
             break
         }
@@ -219,8 +228,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
                 delegate?.host(self, didFailToConnectTo: target, status: status)
             } else {
                 // Directed advertising timed out.
-                isAdvertising = false
-                delegate?.hostDidStopAdvertising(self)
+                advertisingSets.remove(0)
+                delegate?.host(self, didStopAdvertisingSet: 0)
             }
             return
         }
@@ -231,10 +240,10 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         let connection = LEConnection(handle: handle, role: role, peer: peer, interval: interval, latency: latency,
                                       supervisionTimeout: timeout, l2cap: link)
         connections[handle] = connection
-        if role == .peripheral && isAdvertising && !usesExtendedCommands {
+        if role == .peripheral && advertisingSets.contains(0) && !usesExtendedCommands {
             // Legacy connectable advertising stops when a connection is made.
-            isAdvertising = false
-            delegate?.hostDidStopAdvertising(self)
+            advertisingSets.remove(0)
+            delegate?.host(self, didStopAdvertisingSet: 0)
         }
         // Longer link-layer packets when the controller can (LE Data Packet Length Extension,
         // and a maximum above the 27 octets every link starts with: some controllers set the

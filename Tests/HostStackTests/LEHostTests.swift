@@ -25,7 +25,7 @@ final class Recorder: LEHostDelegate, @unchecked Sendable {
     func host(_ host: LEHost, didUpdateParametersOf connection: LEConnection) { updated += 1 }
     func host(_ host: LEHost, encryptionChangedOn connection: LEConnection, status: HCIStatus) { encryption.append(status) }
     func host(_ host: LEHost, longTermKeyFor connection: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? { key }
-    func hostDidStopAdvertising(_ host: LEHost) { stoppedAdvertising += 1 }
+    func host(_ host: LEHost, didStopAdvertisingSet set: UInt8) { stoppedAdvertising += 1 }
 }
 
 /// Two hosts on one virtual radio, driven on virtual time.

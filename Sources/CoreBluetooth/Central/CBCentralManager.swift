@@ -2,6 +2,7 @@ import AssignedNumbers
 import Dispatch
 import Foundation
 import HCI
+import HostDevice
 import HostStack
 
 /// Options for `registerForConnectionEvents(options:)`.
@@ -16,8 +17,9 @@ public struct CBConnectionEventMatchingOption: Hashable, RawRepresentable, Senda
 
 /// The local device as a central: scans for peripherals, connects to them.
 ///
-/// Each instance is a device of its own (see ``CBVirtualRadio``). Its calls are safe from any
-/// thread; the delegate is called on the queue given at init (the main queue when nil).
+/// On a virtual radio each instance is a device of its own (see ``CBVirtualRadio``); managers
+/// naming the same external controller share it. Its calls are safe from any thread; the
+/// delegate is called on the queue given at init (the main queue when nil).
 open class CBCentralManager: CBManager, @unchecked Sendable {
     /// Features a central may support.
     public struct Feature: OptionSet, Sendable {
@@ -34,8 +36,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     private var peripheralObjects: [UUID: WeakPeripheral] = [:]
     /// Released objects' entries are dropped when the map grows past this.
     private var pruneThreshold = 64
-    /// The central role on the device's loop, while the device is on. Loop-confined.
-    private var engine: CentralEngine?
+    /// The central role on the device's loop: a client of the device while it is on.
+    private let engine = CentralEngine()
 
     private struct WeakPeripheral {
         weak var object: CBPeripheral?
@@ -62,6 +64,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     public init(delegate: CBCentralManagerDelegate?, queue: DispatchQueue?, options: [String: Any]? = nil) {
         super.init(queue: queue, options: options)
         delegateStorage = delegate
+        engine.manager = self
         startDevice()
     }
 
@@ -79,16 +82,14 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     // MARK: - Device life
 
-    override func deviceDidStart(_ host: LEHost) {
-        guard let device else { return }
-        let engine = CentralEngine(host: host, device: device, manager: self)
-        host.delegate = engine
-        self.engine = engine
+    override var deviceClient: (any HostDeviceClient)? { engine }
+
+    override func deviceDidStart(_ hostDevice: HostDevice) {
+        engine.deviceDidStart(hostDevice)
     }
 
     override func deviceDidStop() {
-        engine?.shutdown()
-        engine = nil
+        engine.shutdown()
         synchronized { isScanningStorage = false }
         for peripheral in livePeripherals() { peripheral.linkClosed() }
     }
@@ -96,8 +97,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// Runs `body` on the device's loop with the central engine, if the device is on.
     func onEngine(_ body: @escaping @Sendable (CentralEngine) -> Void) {
         guard let device else { return }
-        device.loop.execute { [weak self] in
-            guard let engine = self?.engine else { return }
+        let engine = self.engine
+        device.loop.execute {
+            guard engine.device != nil else { return }
             body(engine)
         }
     }
@@ -227,7 +229,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
             if delay == .zero {
                 engine.connect(address)
             } else {
-                _ = engine.host.loop.schedule(after: delay) { [weak engine] in engine?.connect(address) }
+                _ = engine.device?.loop.schedule(after: delay) { [weak engine] in engine?.connect(address) }
             }
         }
     }

@@ -623,7 +623,7 @@ extension CBPeripheral {
         case .leCoded: .leCoded
         }
         onLink { link, engine in
-            engine.host.setPHY(link.connection, tx: [wanted], rx: [wanted]) { result in
+            engine.device?.setPHY(link.connection, tx: [wanted], rx: [wanted]) { result in
                 if case .failure(let error) = result { StackLog.log("LE Set PHY failed: \(error)") }
             }
         }

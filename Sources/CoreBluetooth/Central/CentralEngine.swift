@@ -3,7 +3,9 @@ import Foundation
 import GAP
 import GATT
 import HCI
+import HCIDriver
 import HCITransport
+import HostDevice
 import HostStack
 import Scheduling
 
@@ -15,23 +17,21 @@ struct ScanRequest: Sendable {
     var allowDuplicates: Bool
 }
 
-/// The central role of one manager's device, on the device's loop: the scan with Core
-/// Bluetooth's filtering and coalescing, connection attempts that never time out, and one
-/// ``PeripheralLink`` per connection. Everything the app sees goes through the manager's
-/// delegate queue.
+/// The central role of one manager, a client of the manager's host device, on the device's
+/// loop: the scan with Core Bluetooth's filtering and coalescing (the device merges the
+/// controller's scan with other clients'), the connections the app asked for (the device
+/// initiates them, never timing out, and they are this client's), and one ``PeripheralLink``
+/// per connection. Everything the app sees goes through the manager's delegate queue.
 ///
-/// Loop-confined.
-final class CentralEngine: LEHostDelegate, @unchecked Sendable {
-    let host: LEHost
-    let device: LocalDevice
+/// Loop-confined, once the device started.
+final class CentralEngine: HostDeviceClient, @unchecked Sendable {
     weak var manager: CBCentralManager?
-    /// The GATT server every device has (GAP and GATT services), served to each peripheral.
-    let localServer: GATTServer
+    /// The device while it is on.
+    private(set) var device: HostDevice?
 
     // MARK: Scanning
 
     private var scan: ScanRequest?
-    private var controllerScanning = false
     /// What each advertiser sent last (advertising PDU and scan response), for merging the two
     /// into one dictionary and reporting a device again only when what it advertises changes.
     private var advertisers: [LEAddress: Advertiser] = [:]
@@ -46,22 +46,14 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
 
     // MARK: Connections
 
-    /// Connections the app asked for and that are not up yet, oldest first. The controller
-    /// initiates one at a time; with several waiting they take turns.
-    private var pending: [LEAddress] = []
-    /// The one the controller is initiating.
-    private var initiating: LEAddress?
-    private var cancellingInitiation = false
-    private var turnTimer: TimerHandle?
-    /// How long one waiting connection has the initiator before the next one's turn.
-    static let initiatorTurn: Duration = .seconds(2)
     private(set) var links: [LEAddress: PeripheralLink] = [:]
 
-    init(host: LEHost, device: LocalDevice, manager: CBCentralManager) {
-        self.host = host
+    init() {}
+
+    /// The device is on: join it as a central.
+    func deviceDidStart(_ device: HostDevice) {
         self.device = device
-        self.manager = manager
-        localServer = GATTServer(deviceName: LocalDeviceName.current)
+        device.addClient(self, roles: .central)
     }
 
     // MARK: - Scanning
@@ -70,29 +62,23 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
         scan = request
         // A new scan reports every device again.
         advertisers = [:]
-        guard !controllerScanning else { return }
-        controllerScanning = true
         // Duplicates are filtered here, not by the controller: its filter would also hide a
-        // device whose advertisement changes.
-        host.startScanning(active: true, filterDuplicates: false) { [weak self] result in
-            guard let self, case .failure(let error) = result else { return }
-            controllerScanning = false
-            StackLog.log("scan could not start: \(error)")
-            manager?.scanFailed()
-        }
+        // device whose advertisement changes (and other clients of the device see every report).
+        device?.startScanning(for: self)
     }
 
     func stopScan() {
         scan = nil
         advertisers = [:]
-        guard controllerScanning else { return }
-        controllerScanning = false
-        host.stopScanning { result in
-            if case .failure(let error) = result { StackLog.log("scan could not stop: \(error)") }
-        }
+        device?.stopScanning(for: self)
     }
 
-    func host(_ host: LEHost, didDiscover report: AdvertisingReport) {
+    func device(_ device: HostDevice, scanFailed error: HCIError) {
+        scan = nil
+        manager?.scanFailed()
+    }
+
+    func device(_ device: HostDevice, didDiscover report: AdvertisingReport) {
         guard let scan, let manager else { return }
         var entry = advertisers[report.address] ?? Advertiser()
         if report.isScanResponse {
@@ -128,129 +114,63 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
     func connect(_ address: LEAddress) {
         if let link = links[address] {
             // Already connected: the app hears it again (as on iOS).
-            if link.isReady { link.peripheral.map { manager?.didConnect($0) } }
+            link.peripheral.map { manager?.didConnect($0) }
             return
         }
-        guard !pending.contains(address) else { return }
-        pending.append(address)
-        initiateNext()
+        device?.connect(to: address, for: self)
     }
 
-    /// The app cancelled (or released the peripheral): a connection goes down, a pending one
-    /// stops being attempted. `notify` says whether the app hears `didDisconnectPeripheral`.
+    /// The app cancelled (or released the peripheral): its connection goes down (or, when
+    /// another manager of the device shares it, stops being this one's), a pending one stops
+    /// being attempted. `notify` says whether the app hears `didDisconnectPeripheral`.
     func cancel(_ address: LEAddress, notify: Bool) {
+        guard let device else { return }
         if let link = links[address] {
             link.closedByApp = true
             link.notifyOnClose = notify
-            host.disconnect(link.connection)
+            device.disconnect(link.connection, for: self)
             return
         }
-        guard let index = pending.firstIndex(of: address) else { return }
-        pending.remove(at: index)
-        if initiating == address, !cancellingInitiation {
-            cancellingInitiation = true
-            host.cancelConnecting { _ in }
-        }
+        guard device.cancelConnecting(to: address, for: self) else { return }
         if notify, let peripheral = manager?.existingPeripheral(for: address) {
             manager?.didDisconnect(peripheral, error: nil)
         }
     }
 
-    private func initiateNext() {
-        guard initiating == nil, !cancellingInitiation, let next = pending.first else { return }
-        initiating = next
-        // From the device's static random address (LocalDevice sets it), as phones connect.
-        host.connect(to: next, ownRandomAddress: host.randomAddress != nil) { [weak self] result in
-            guard let self, case .failure(let error) = result else { return }
-            // The controller refused the attempt: it cannot connect to this device now.
-            initiating = nil
-            StackLog.log("connecting to \(next) failed: \(error)")
-            failPending(next, error: CBError(.connectionFailed, description: "The connection failed: \(error)."))
-            initiateNext()
-        }
-        turnTimer?.cancel()
-        turnTimer = nil
-        if pending.count > 1 {
-            turnTimer = host.loop.schedule(after: Self.initiatorTurn) { [weak self] in self?.endTurn(of: next) }
-        }
+    func device(_ device: HostDevice, didFailToConnectTo peer: LEAddress, error: DeviceConnectError) {
+        guard let peripheral = manager?.existingPeripheral(for: peer) else { return }
+        manager?.didFailToConnect(peripheral, error: CBError(.connectionFailed, description: "The connection failed: \(error)."))
     }
 
-    /// Another connection is waiting: stop initiating this one and put it at the back.
-    private func endTurn(of address: LEAddress) {
-        guard initiating == address, pending.count > 1, !cancellingInitiation else { return }
-        cancellingInitiation = true
-        host.cancelConnecting { _ in }
-    }
-
-    private func failPending(_ address: LEAddress, error: CBError) {
-        pending.removeAll { $0 == address }
-        if let peripheral = manager?.existingPeripheral(for: address) {
-            manager?.didFailToConnect(peripheral, error: error)
-        }
-    }
-
-    func host(_ host: LEHost, didFailToConnectTo peer: LEAddress, status: HCIStatus) {
-        let address = initiating ?? peer
-        initiating = nil
-        turnTimer?.cancel()
-        turnTimer = nil
-        if cancellingInitiation {
-            cancellingInitiation = false
-            // Its turn ended: to the back of the line (if the app still wants it).
-            if let index = pending.firstIndex(of: address) {
-                pending.remove(at: index)
-                pending.append(address)
-            }
-        } else if pending.contains(address) {
-            failPending(address, error: CBError(.connectionFailed, description: "The connection failed (\(status))."))
-        }
-        initiateNext()
-    }
-
-    func host(_ host: LEHost, didConnect connection: LEConnection) {
-        // Only connections this device made as a central are the app's.
-        guard connection.role == .central else {
-            host.disconnect(connection)
+    /// A connection this client asked for is ready (its ATT MTU exchanged): the app hears of it.
+    func device(_ device: HostDevice, didConnect connection: DeviceConnection) {
+        if let link = links[connection.peer], link.connection === connection {
+            link.peripheral.map { manager?.didConnect($0) }
             return
         }
-        if initiating == connection.peer {
-            initiating = nil
-            cancellingInitiation = false
-            turnTimer?.cancel()
-            turnTimer = nil
-        }
-        let wanted = pending.contains(connection.peer)
-        pending.removeAll { $0 == connection.peer }
-        guard wanted, let peripheral = manager?.existingPeripheral(for: connection.peer) else {
-            // Cancelled while the controller was connecting, or the peripheral was released.
-            host.disconnect(connection)
-            initiateNext()
+        guard let peripheral = manager?.existingPeripheral(for: connection.peer) else {
+            // The peripheral was released while the controller was connecting.
+            device.disconnect(connection, for: self)
             return
         }
-        let link = PeripheralLink(connection: connection, engine: self, peripheral: peripheral)
+        let link = PeripheralLink(connection: connection, peripheral: peripheral)
         links[connection.peer] = link
         link.start()
-        initiateNext()
-    }
-
-    /// The link finished its setup (ATT MTU): the app hears of the connection.
-    func linkIsReady(_ link: PeripheralLink) {
-        guard links[link.connection.peer] === link, let peripheral = link.peripheral else { return }
         manager?.didConnect(peripheral)
     }
 
-    func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus) {
+    func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
         guard let link = links[connection.peer], link.connection === connection else { return }
         links[connection.peer] = nil
         link.close()
         guard let peripheral = link.peripheral else { return }
-        if !link.isReady {
-            manager?.didFailToConnect(peripheral, error: CBError(.connectionFailed,
-                                                                  description: "The connection failed (\(reason))."))
-        } else if link.closedByApp {
+        if link.closedByApp {
             if link.notifyOnClose { manager?.didDisconnect(peripheral, error: nil) }
+        } else if connection.attTimedOut {
+            manager?.didDisconnect(peripheral, error: CBError(.connectionTimeout,
+                                                              description: "The peripheral did not answer within 30 seconds."))
         } else {
-            manager?.didDisconnect(peripheral, error: link.closeError ?? Self.disconnectionError(reason))
+            manager?.didDisconnect(peripheral, error: Self.disconnectionError(reason))
         }
     }
 
@@ -267,32 +187,19 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
         }
     }
 
-    func disconnect(_ link: PeripheralLink) {
-        guard links[link.connection.peer] === link else { return }
-        host.disconnect(link.connection)
-    }
-
-    func host(_ host: LEHost, didClose error: HCITransportError?) {
+    func device(_ device: HostDevice, didClose error: HCITransportError?) {
         manager?.hostDidClose(error)
     }
-
-    func host(_ host: LEHost, didUpdateParametersOf connection: LEConnection) {}
 
     /// The controller went away or was powered off: scans and connections are gone (the app
     /// hears the state change, not each disconnection, as on iOS).
     func shutdown() {
         scan = nil
         advertisers = [:]
-        controllerScanning = false
-        pending = []
-        initiating = nil
-        cancellingInitiation = false
-        turnTimer?.cancel()
-        turnTimer = nil
         let all = links.values
         links = [:]
         for link in all { link.close() }
-        host.delegate = nil
+        device = nil
     }
 
     /// The link for a peripheral object, if it is connected.
@@ -301,11 +208,11 @@ final class CentralEngine: LEHostDelegate, @unchecked Sendable {
     // MARK: - Reading RSSI
 
     func readRSSI(_ link: PeripheralLink, completion: @escaping (Result<Int8, CBError>) -> Void) {
-        host.driver.send(ReadRSSI(connectionHandle: link.connection.handle)) { result in
+        guard let device else { return }
+        device.readRSSI(link.connection) { result in
             switch result {
-            case .success(let parameters) where parameters.rssi != 127:
-                completion(.success(parameters.rssi))
-            case .success:
+            case .success(let rssi): completion(.success(rssi))
+            case .failure(.notSupported):
                 completion(.failure(CBError(.unknown, description: "The controller could not measure the RSSI.")))
             case .failure(let error):
                 completion(.failure(CBError(.unknown, description: "Reading the RSSI failed: \(error).")))

@@ -2,87 +2,52 @@ import ATT
 import AssignedNumbers
 import Foundation
 import GATT
+import HostDevice
 import HostStack
 import Scheduling
 
-/// One connection of a central manager to a peripheral, on the device's loop: the ATT bearer
-/// (the device's own GATT server answers on it, the GATT client drives it), the connection
-/// setup iOS does (ATT MTU, the peripheral's name, Service Changed), and the queue of writes
-/// without response that feeds the link as fast as its buffers drain.
+/// One connection of a central manager to a peripheral, on the device's loop: the device's
+/// connection (its ATT bearer, GATT client, and the device's GATT server answering on it),
+/// what iOS does on each connection (the peripheral's name, Service Changed), and the queue of
+/// writes without response that feeds the link as fast as its buffers drain.
 ///
 /// Loop-confined.
 final class PeripheralLink: @unchecked Sendable {
-    let connection: LEConnection
-    @exclusivity(unchecked) private weak var engine: CentralEngine?
+    let connection: DeviceConnection
     @exclusivity(unchecked) weak var peripheral: CBPeripheral?
-    let bearer: ATTBearer
-    let client: GATTClient
-    /// Set once the app was told of the connection.
-    @exclusivity(unchecked) private(set) var isReady = false
     /// The app disconnected (or released the peripheral).
     @exclusivity(unchecked) var closedByApp = false
     /// Whether the app hears `didDisconnectPeripheral` when `closedByApp`.
     @exclusivity(unchecked) var notifyOnClose = true
-    /// Set when this side ended the link for a reason the app should hear (an ATT timeout).
-    @exclusivity(unchecked) var closeError: CBError?
-    @exclusivity(unchecked) private var readyTimer: TimerHandle?
     @exclusivity(unchecked) private var writes = RingBuffer<(handle: ATTHandle, value: [UInt8])>(capacity: 64)
     @exclusivity(unchecked) private(set) var isClosed = false
 
-    /// How long the app waits for the ATT MTU exchange before hearing of the connection anyway.
-    static let mtuExchangeGrace: Duration = .seconds(2)
-
-    init(connection: LEConnection, engine: CentralEngine, peripheral: CBPeripheral) {
+    init(connection: DeviceConnection, peripheral: CBPeripheral) {
         self.connection = connection
-        self.engine = engine
         self.peripheral = peripheral
-        bearer = ATTBearer(channel: connection.l2cap.att, loop: engine.host.loop)
-        bearer.log = StackLog.sink
-        engine.localServer.attach(bearer)
-        client = GATTClient(bearer: bearer)
-        // Core Bluetooth queues whatever the app asks for.
-        client.maximumQueuedProcedures = Int.max
-        client.log = StackLog.sink
     }
 
-    var loop: EventLoop { bearer.loop }
+    var bearer: ATTBearer { connection.bearer }
+    var client: GATTClient { connection.client }
+    var loop: EventLoop { connection.loop }
 
+    /// The link is ready (the device exchanged the ATT MTU): what iOS does on every
+    /// connection, queued before anything the app asks: learn the peripheral's GAP name, and
+    /// ask for Service Changed indications.
     func start() {
-        bearer.onMTUChanged = { [weak self] mtu in self?.peripheral?.linkMTUChanged(mtu) }
+        let previousMTU = bearer.onMTUChanged
+        bearer.onMTUChanged = { [weak self] mtu in
+            previousMTU?(mtu)
+            self?.peripheral?.linkMTUChanged(mtu)
+        }
         client.onReadyToSendWriteWithoutResponse = { [weak self] in self?.drainWrites() }
         client.onServiceChanged = { [weak self] range in
             guard let self, let peripheral else { return }
             peripheral.linkServicesChanged(range)
         }
-        client.onClose = { [weak self] error in
-            // A peer that leaves a request unanswered for 30 s has a dead ATT bearer; the link
-            // is of no use after that (Vol 3 Part F §3.3.3).
-            guard let self, error == .timeout else { return }
-            closeError = CBError(.connectionTimeout, description: "The peripheral did not answer within 30 seconds.")
-            engine?.disconnect(self)
-        }
-        readyTimer = loop.schedule(after: Self.mtuExchangeGrace) { [weak self] in self?.becomeReady() }
-        client.exchangeMTU { [weak self] result in
-            if case .failure(let error) = result {
-                // The link went down before it was ready: the app hears didFailToConnect.
-                guard error != .disconnected else { return }
-                StackLog.log("ATT MTU exchange failed: \(error)")
-            }
-            self?.becomeReady()
-        }
-    }
-
-    private func becomeReady() {
-        guard !isReady, !isClosed else { return }
-        isReady = true
-        readyTimer?.cancel()
-        readyTimer = nil
         peripheral?.linkMTUChanged(bearer.mtu)
-        // What iOS does on every connection, queued before anything the app asks: learn the
-        // peripheral's GAP name, and ask for Service Changed indications.
         readDeviceName()
         subscribeToServiceChanged()
-        engine?.linkIsReady(self)
     }
 
     private func readDeviceName() {
@@ -134,8 +99,6 @@ final class PeripheralLink: @unchecked Sendable {
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        readyTimer?.cancel()
-        readyTimer = nil
         writes.removeAll()
         peripheral?.linkClosed()
     }

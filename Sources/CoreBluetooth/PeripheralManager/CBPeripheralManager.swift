@@ -1,6 +1,7 @@
 import AssignedNumbers
 import Dispatch
 import Foundation
+import HostDevice
 import HostStack
 
 /// The local device as a peripheral: publishes a GATT database, advertises, answers centrals.
@@ -39,8 +40,10 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         delegate?.peripheralManagerDidUpdateState(self)
     }
 
-    override func deviceDidStart(_ host: LEHost) {
-        engine.deviceDidStart(host)
+    override var deviceClient: (any HostDeviceClient)? { engine }
+
+    override func deviceDidStart(_ hostDevice: HostDevice) {
+        engine.deviceDidStart(hostDevice)
     }
 
     override func deviceDidStop() {
@@ -49,8 +52,9 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
 
     /// Runs `body` on the device's loop with the engine, if the device is up.
     private func onEngine(_ body: @escaping @Sendable (PeripheralEngine) -> Void) {
+        guard let device else { return }
         let engine = self.engine
-        onLoop { _ in body(engine) }
+        device.loop.execute { if engine.isOn { body(engine) } }
     }
 
     /// Runs `body` on the delegate queue with the delegate.

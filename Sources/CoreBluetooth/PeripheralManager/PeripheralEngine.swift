@@ -5,17 +5,20 @@ import GAP
 import GATT
 import HCI
 import HCITransport
+import HCIDriver
+import HostDevice
 import HostStack
 import L2CAP
 import Scheduling
 
-/// The loop side of a `CBPeripheralManager`: the host's delegate, the GATT server with the
-/// published services, one link per connected central, advertising, pending requests and the
-/// notification FIFO.
+/// The loop side of a `CBPeripheralManager`, a client of its host device in the peripheral
+/// role: its services in the device's GATT database (requests for them come here), its
+/// advertising set, one link per central that connected or used its services, pending requests
+/// and the notification FIFO.
 ///
 /// Loop-confined, except `inbox` and `outstanding` (behind their locks), which the app's
 /// threads use without waiting for the loop.
-final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
+final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
     @exclusivity(unchecked) weak var manager: CBPeripheralManager?
 
     // MARK: Shared with the app's threads
@@ -27,7 +30,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
 
     // MARK: Loop-confined
 
-    @exclusivity(unchecked) private var host: LEHost?
+    @exclusivity(unchecked) private var device: HostDevice?
     @exclusivity(unchecked) private var gatt: GATTServer?
     @exclusivity(unchecked) private var links = IntegerKeyMap<ObjectIdentifier, Link>()
     @exclusivity(unchecked) private var linksByHandle: [ConnectionHandle: Link] = [:]
@@ -52,7 +55,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     static let indicationWindow = 4
 
     final class Link {
-        let connection: LEConnection
+        let connection: DeviceConnection
         let bearer: ATTBearer
         let gattConnection: GATTBearerConnection
         let central: CBCentral
@@ -61,7 +64,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         @exclusivity(unchecked) var indicationsInFlight = 0
         @exclusivity(unchecked) var isOpen = true
 
-        init(connection: LEConnection, bearer: ATTBearer, gattConnection: GATTBearerConnection, central: CBCentral) {
+        init(connection: DeviceConnection, bearer: ATTBearer, gattConnection: GATTBearerConnection, central: CBCentral) {
             self.connection = connection
             self.bearer = bearer
             self.gattConnection = gattConnection
@@ -101,27 +104,23 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
 
     // MARK: - Power
 
-    func deviceDidStart(_ host: LEHost) {
-        self.host = host
-        host.delegate = self
-        let gatt = GATTServer(deviceName: LocalDeviceName.current)
+    /// Whether the device is on (the engine is its client). Loop-confined.
+    var isOn: Bool { device != nil }
+
+    func deviceDidStart(_ device: HostDevice) {
+        self.device = device
+        device.addClient(self, roles: .peripheral)
         // Flow control of indications is ours (`indicationWindow`); the server must not refuse
         // a value we already took from the app.
-        gatt.indicationQueueLimit = Int.max
-        gatt.onRead = { [weak self] request, respond in self?.read(request, respond) }
-        gatt.onWrite = { [weak self] requests, respond in self?.write(requests, respond) }
-        gatt.onSubscriptionChange = { [weak self] connection, handle, configuration in
-            self?.subscriptionChanged(connection, handle, configuration)
-        }
-        self.gatt = gatt
+        device.gattServer.indicationQueueLimit = Int.max
+        gatt = device.gattServer
     }
 
     /// The controller went away: connections end (each subscription with its unsubscribe),
-    /// advertising stops, and the database is cleared, as Core Bluetooth does below poweredOff.
+    /// advertising stops, and the services are gone, as Core Bluetooth does below poweredOff.
     func deviceDidStop() {
         for link in Array(links.values) { closeLink(link) }
-        host?.delegate = nil
-        host = nil
+        device = nil
         gatt = nil
         advertising = .off
         advertisingParameters = nil
@@ -150,7 +149,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
 
     func publish(_ blueprint: ServiceBlueprint) {
         let service = blueprint.service
-        guard let gatt else { return }
+        guard let device else { return }
         func fail(_ error: CBError) {
             APIMisuse.report("add(_:) of service \(service.uuid): \(error.userInfo[NSLocalizedDescriptionKey] as? String ?? "\(error.code)")")
             deliver { manager, delegate in delegate?.peripheralManager(manager, didAdd: service, error: error) }
@@ -174,7 +173,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         definition.includedServices = includedIDs
         let handles: GATTServiceHandles
         do throws(GATTDatabaseError) {
-            handles = try gatt.addService(definition)
+            handles = try device.addService(definition, for: self)
         } catch {
             let code: CBError.Code = error == .outOfHandles ? .outOfSpace : .invalidParameters
             return fail(CBError(code, userInfo: [NSLocalizedDescriptionKey: "service \(service.uuid) cannot be published: \(error)"]))
@@ -202,7 +201,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     }
 
     func unpublish(_ service: CBMutableService) {
-        guard let gatt else { return }
+        guard let device else { return }
         let key = ObjectIdentifier(service)
         guard let record = published[key] else {
             APIMisuse.report("remove(_:) of service \(service.uuid), which is not published")
@@ -213,7 +212,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
             return
         }
         do throws(GATTDatabaseError) {
-            try gatt.removeService(record.id)
+            try device.removeService(record.id, for: self)
         } catch {
             APIMisuse.report("remove(_:) of service \(service.uuid): \(error)")
             return
@@ -222,8 +221,8 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     }
 
     func unpublishAll() {
-        guard let gatt else { return }
-        gatt.removeAllServices()
+        guard let device else { return }
+        device.removeAllServices(for: self)
         for record in published.values { drop(record) }
     }
 
@@ -260,7 +259,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     /// `manufacturerData` (the Linux extension: company identifier little-endian, then data)
     /// alone makes a beacon: non-connectable, non-scannable, all in the advertisement.
     func startAdvertising(name: String?, serviceUUIDs: [BluetoothUUID], manufacturerData: [UInt8]? = nil) {
-        guard let host, let gatt else { return }
+        guard let device, let gatt else { return }
         guard advertising == .off else {
             let error = CBError(.alreadyAdvertising)
             deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: error) }
@@ -284,14 +283,14 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         if !packed.overflowServiceUUIDs.isEmpty {
             StackLog.log("advertising: service UUIDs \(packed.overflowServiceUUIDs) do not fit and are not advertised (overflow area)")
         }
-        // From the device's static random address (LocalDevice sets it), as phones advertise.
+        // From the device's static random address (set when it starts), as phones advertise.
         let parameters = AdvertisingParameters(connectable: !beacon, scannable: !beacon, intervalMin: 0x00A0, intervalMax: 0x00A0,
                                                data: packed.advertisingData.encoded, scanResponse: packed.scanResponse.encoded,
-                                               ownRandomAddress: host.randomAddress != nil)
+                                               ownRandomAddress: device.host.randomAddress != nil)
         if let name, !name.isEmpty { gatt.deviceName = String(name.prefix(248)) }
         advertising = .starting
         advertisingParameters = parameters
-        host.startAdvertising(parameters) { [weak self] result in
+        device.startAdvertising(parameters, for: self) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success:
@@ -300,7 +299,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
                     manager?.setAdvertisingFlag(true)
                 } else {
                     // Stopped while starting: make sure the controller is quiet.
-                    self.host?.stopAdvertising { _ in }
+                    self.device?.stopAdvertising(for: self)
                 }
                 deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: nil) }
             case .failure(let failure):
@@ -317,38 +316,47 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         guard advertising != .off else { return }
         advertising = .off
         advertisingParameters = nil
-        host?.stopAdvertising { result in
+        device?.stopAdvertising(for: self) { result in
             if case .failure(let error) = result { StackLog.log("stopping advertising failed: \(error)") }
         }
     }
 
     /// Legacy connectable advertising stopped because a central connected: Core Bluetooth keeps
     /// advertising while connected, so it starts again unless the app stopped it.
-    func hostDidStopAdvertising(_ host: LEHost) {
+    func deviceDidStopAdvertising(_ device: HostDevice) {
         guard advertising == .on, let parameters = advertisingParameters else { return }
-        host.startAdvertising(parameters) { [weak self] result in
+        device.startAdvertising(parameters, for: self) { [weak self] result in
             guard let self, case .failure(let error) = result, advertising == .on else { return }
             StackLog.log("advertising could not resume while connected: \(error)")
             advertising = .off
             advertisingParameters = nil
             manager?.setAdvertisingFlag(false)
+            self.device?.stopAdvertising(for: self)
         }
     }
 
     // MARK: - Connections
 
-    func host(_ host: LEHost, didConnect connection: LEConnection) {
-        guard connection.role == .peripheral, let gatt, let device = manager?.device else { return }
-        let bearer = ATTBearer(channel: connection.l2cap.att, loop: host.loop)
-        bearer.log = StackLog.sink
-        let gattConnection = gatt.attach(bearer)
-        let central = CBCentral(identifier: device.identifiers.identifier(for: connection.peer),
+    /// A central connected to the device (every peripheral client of the device hears it).
+    func device(_ device: HostDevice, didConnect connection: DeviceConnection) {
+        _ = link(for: connection)
+    }
+
+    /// The link for a connection: made when a central connects, or when one the device is
+    /// connected to otherwise (as central) first uses this manager's services.
+    private func link(for connection: DeviceConnection) -> Link? {
+        if let link = linksByHandle[connection.handle], link.connection === connection { return link }
+        guard connection.isOpen, let manager else { return nil }
+        let bearer = connection.bearer
+        let central = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).identifier(for: connection.peer),
                                 maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: bearer.mtu))
-        let link = Link(connection: connection, bearer: bearer, gattConnection: gattConnection, central: central)
-        links[ObjectIdentifier(gattConnection)] = link
+        let link = Link(connection: connection, bearer: bearer, gattConnection: connection.serverConnection, central: central)
+        links[ObjectIdentifier(connection.serverConnection)] = link
         linksByHandle[connection.handle] = link
         linksByCentral[ObjectIdentifier(central)] = link
+        let previousMTU = bearer.onMTUChanged
         bearer.onMTUChanged = { mtu in
+            previousMTU?(mtu)
             synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
         }
         let previousReady = bearer.onReadyToSendCommands
@@ -356,23 +364,15 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
             previousReady?()
             self?.pump()
         }
-        // An indication the central never confirmed closes the bearer (ATT transaction
-        // timeout); a new bearer needs a new link, so the link goes too.
-        let previousClose = bearer.onClose
-        bearer.onClose = { [weak self, weak connection] reason in
-            previousClose?(reason)
-            guard reason == .transactionTimeout, let self, let connection, let host = self.host else { return }
-            StackLog.log("central \(connection.peer) did not confirm an indication in time; disconnecting")
-            host.disconnect(connection)
-        }
+        return link
     }
 
-    func host(_ host: LEHost, didDisconnect connection: LEConnection, reason: HCIStatus) {
-        guard let link = linksByHandle[connection.handle] else { return }
+    func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
+        guard let link = linksByHandle[connection.handle], link.connection === connection else { return }
         closeLink(link)
     }
 
-    func host(_ host: LEHost, didClose error: HCITransportError?) {
+    func device(_ device: HostDevice, didClose error: HCITransportError?) {
         manager?.hostDidClose(error)
     }
 
@@ -380,7 +380,6 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     /// requests are forgotten, and updates waiting for it no longer do.
     private func closeLink(_ link: Link) {
         guard link.isOpen else { return }
-        gatt?.connectionClosed(link.gattConnection)
         link.isOpen = false
         let key = ObjectIdentifier(link.gattConnection)
         links[key] = nil
@@ -393,7 +392,7 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
     }
 
     func setDesiredConnectionLatency(_ latency: CBPeripheralManagerConnectionLatency, for central: CBCentral) {
-        guard let host else { return }
+        guard let device else { return }
         guard let link = linksByCentral[ObjectIdentifier(central)] else {
             APIMisuse.report("setDesiredConnectionLatency(_:for:) for a central that is not connected")
             return
@@ -405,16 +404,17 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         case .medium: parameters = ConnectionParameters(intervalMin: 0x0018, intervalMax: 0x0028, latency: 0, timeout: 0x01F4)
         case .high: parameters = ConnectionParameters(intervalMin: 0x0050, intervalMax: 0x0078, latency: 0, timeout: 0x0258)
         }
-        host.updateParameters(link.connection, parameters) { result in
+        device.updateParameters(link.connection, parameters) { result in
             if case .failure(let error) = result { StackLog.log("connection parameter update refused: \(error)") }
         }
     }
 
     // MARK: - Requests
 
-    private func read(_ request: GATTReadRequest, _ respond: @escaping (Result<[UInt8], ATTErrorCode>) -> Void) {
+    func device(_ device: HostDevice, read request: GATTReadRequest, on connection: DeviceConnection,
+                respond: @escaping (Result<[UInt8], ATTErrorCode>) -> Void) {
         let key = ObjectIdentifier(request.connection)
-        guard let link = links[key], let characteristic = characteristicsByHandle[request.handle] else {
+        guard let link = link(for: connection), let characteristic = characteristicsByHandle[request.handle] else {
             return respond(.failure(.unlikelyError))
         }
         nextTransaction += 1
@@ -426,8 +426,9 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
         deliver { manager, delegate in delegate?.peripheralManager(manager, didReceiveRead: attRequest) }
     }
 
-    private func write(_ requests: [GATTWriteRequest], _ respond: @escaping (ATTErrorCode?) -> Void) {
-        guard let first = requests.first, let link = links[ObjectIdentifier(first.connection)] else {
+    func device(_ device: HostDevice, write requests: [GATTWriteRequest], on connection: DeviceConnection,
+                respond: @escaping (ATTErrorCode?) -> Void) {
+        guard let first = requests.first, let link = link(for: connection) else {
             return respond(.unlikelyError)
         }
         var characteristics: [CBMutableCharacteristic] = []
@@ -467,9 +468,10 @@ final class PeripheralEngine: LEHostDelegate, @unchecked Sendable {
 
     // MARK: - Subscriptions
 
-    private func subscriptionChanged(_ connection: any GATTServerConnection, _ handle: ATTHandle,
-                                     _ configuration: GATTClientConfiguration) {
-        guard let link = links[ObjectIdentifier(connection)], let characteristic = characteristicsByHandle[handle] else { return }
+    func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
+                forCharacteristic handle: ATTHandle, on connection: DeviceConnection) {
+        let link = configuration.isEmpty ? linksByHandle[connection.handle] : self.link(for: connection)
+        guard let link, link.connection === connection, let characteristic = characteristicsByHandle[handle] else { return }
         let old = link.subscriptions[handle] ?? []
         link.subscriptions[handle] = configuration.isEmpty ? nil : configuration
         let central = link.central

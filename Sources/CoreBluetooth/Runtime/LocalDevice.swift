@@ -2,6 +2,7 @@ import Foundation
 import HCI
 import HCIDriver
 import HCITransport
+import HostDevice
 import HostStack
 import Scheduling
 import VirtualController
@@ -11,25 +12,37 @@ struct DeviceError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// One local Bluetooth device, as each manager has: a controller (virtual on a radio, or
-/// external over a transport) and the LE host on it. The host and everything above it run on
-/// the device's loop (the radio's loop for a virtual device; a loop of its own otherwise).
+/// One local Bluetooth device: a controller (virtual on a radio, or external over a transport)
+/// and the ``HostDevice`` on it, which every manager using the controller shares. The host
+/// device and everything above it run on the device's loop (the radio's loop for a virtual
+/// device; a loop of its own otherwise).
 ///
-/// Loop-confined after `make`, except `loop`, `radio`, `identifiers` and `label`.
+/// Which managers share: those whose transport names the same external controller (the same
+/// `CB_TRANSPORT` value, or the same ``CBManagerOptionLinuxTransportKey``) share one device in
+/// the process, as an app's managers share a phone's radio (a UART, a TCP controller or the HCI
+/// user channel serves one host). On a virtual radio each manager is a device of its own (its
+/// own virtual controller): two phones in one process.
+///
+/// Loop-confined after `make`, except `loop`, `radio`, `identifiers`, `label` and the count of
+/// managers (behind the registry's lock).
 final class LocalDevice: @unchecked Sendable {
     let loop: EventLoop
     /// The virtual radio the device is on, if it is virtual.
     let radio: CBVirtualRadio?
     let identifiers: IdentifierStore
-    /// What the device is, for messages: "virtual CB:00:01:00:00:01" or "tcp:127.0.0.1:9000".
+    /// What the device is, for messages: "virtual" or "tcp:127.0.0.1:9000".
     let label: String
-    /// The host on the controller. Replaced when a virtual device is powered back on.
-    private(set) var host: LEHost?
+    /// The host device on the controller while it is on. A new one is made when a virtual
+    /// device is powered back on.
+    private(set) var hostDevice: HostDevice?
     private(set) var controller: VirtualController?
     private let externalSpec: TransportSpec?
     private let snoopPath: String?
     private let position: RadioPosition
-    private var ownAddress: String?
+    /// Starts in progress: each waiter hears the outcome.
+    private var starting: [(Result<HostDevice, DeviceError>) -> Void]?
+    /// Managers using the device (the registry's lock guards it).
+    private var managers = 1
 
     private init(loop: EventLoop, radio: CBVirtualRadio?, identifiers: IdentifierStore, label: String,
                  externalSpec: TransportSpec?, snoopPath: String?, position: RadioPosition) {
@@ -42,8 +55,15 @@ final class LocalDevice: @unchecked Sendable {
         self.position = position
     }
 
+    /// External devices in use, by transport: managers naming the same one share it.
+    private static let registry = Locked<[String: LocalDevice]>([:])
+
+    /// Whether managers share this device (it is an external controller).
+    var isShared: Bool { externalSpec != nil }
+
     /// Chooses the controller from the options, the task's current radio, `CB_TRANSPORT`, or
-    /// the shared radio, in that order.
+    /// the shared radio, in that order. An external controller another manager of the process
+    /// uses is shared; call ``release()`` when the manager goes.
     static func make(options: [String: Any]?,
                      environment: [String: String] = ProcessInfo.processInfo.environment) -> Result<LocalDevice, DeviceError> {
         let snoop = (options?[CBManagerOptionLinuxSnoopPathKey] as? String) ?? nextEnvironmentSnoopPath(environment)
@@ -75,9 +95,18 @@ final class LocalDevice: @unchecked Sendable {
                 return .failure(DeviceError(description: "virtual:\(path): \(error)"))
             }
         default:
-            let loop = EventLoop(name: "CoreBluetooth \(spec)", pacing: .realTime)
-            return .success(LocalDevice(loop: loop, radio: nil, identifiers: .persistent, label: "\(spec)",
-                                        externalSpec: spec, snoopPath: snoop, position: position))
+            let key = "\(spec)"
+            return .success(registry.withLock { devices in
+                if let existing = devices[key] {
+                    existing.managers += 1
+                    return existing
+                }
+                let loop = EventLoop(name: "CoreBluetooth \(spec)", pacing: .realTime)
+                let device = LocalDevice(loop: loop, radio: nil, identifiers: .persistent, label: key,
+                                         externalSpec: spec, snoopPath: snoop, position: position)
+                devices[key] = device
+                return device
+            })
         }
     }
 
@@ -104,19 +133,30 @@ final class LocalDevice: @unchecked Sendable {
 
     /// The device's address on the air (its static random address, or the public one if the
     /// controller refused a random address), once started.
-    var address: String? { ownAddress }
+    var address: String? { hostDevice?.address.map { "\($0.address)" } }
 
-    /// Makes the controller (for a virtual device) and the host, and initialises the controller.
-    /// Call on the loop; `completion` runs on the loop.
-    func start(_ completion: @escaping (Result<LEHost, DeviceError>) -> Void) {
+    /// Makes the controller (for a virtual device) and the host device, and initialises the
+    /// controller; when the device is on already (another manager started it), `completion`
+    /// gets it at once. Call on the loop; `completion` runs on the loop.
+    func start(_ completion: @escaping (Result<HostDevice, DeviceError>) -> Void) {
         precondition(loop.inLoop)
+        if let hostDevice, !hostDevice.isClosed { return completion(.success(hostDevice)) }
+        if starting != nil {
+            starting?.append(completion)
+            return
+        }
+        starting = [completion]
+        let finish = { [self] (result: Result<HostDevice, DeviceError>) in
+            let waiters = starting ?? []
+            starting = nil
+            for waiter in waiters { waiter(result) }
+        }
         var transport: HCITransport
         if let externalSpec {
             do {
                 transport = try externalSpec.makeExternalTransport()
             } catch {
-                completion(.failure(DeviceError(description: "\(externalSpec): \(error)")))
-                return
+                return finish(.failure(DeviceError(description: "\(externalSpec): \(error)")))
             }
         } else if let controller {
             controller.setPowered(true)
@@ -133,40 +173,27 @@ final class LocalDevice: @unchecked Sendable {
                 StackLog.log("cannot write capture \(snoopPath): \(error)")
             }
         }
-        let host = LEHost(transport: transport, loop: loop)
-        host.log = StackLog.sink
-        self.host = host
-        host.start { [weak self] result in
+        let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current, log: StackLog.sink)
+        hostDevice = device
+        device.start { [self] result in
             switch result {
-            case .success(let info):
-                // The device shows itself from a static random address, as phones do (with a
-                // private one): stable across runs, derived from the public address. Some
-                // controllers (Bumble's) route LE data only by random addresses.
-                let random = LEHost.staticRandomAddress(from: info.address)
-                host.setRandomAddress(random) { [weak self] result in
-                    switch result {
-                    case .success: self?.ownAddress = "\(random)"
-                    case .failure(let error):
-                        StackLog.log("no random address (\(error)): using the public address \(info.address)")
-                        self?.ownAddress = "\(info.address)"
-                    }
-                    completion(.success(host))
-                }
+            case .success:
+                finish(.success(device))
             case .failure(let error):
-                self?.host = nil
-                completion(.failure(DeviceError(description: "\(self?.label ?? "controller"): \(error)")))
+                if hostDevice === device { hostDevice = nil }
+                finish(.failure(DeviceError(description: "\(label): \(error)")))
             }
         }
     }
 
-    /// Powers a virtual device off (its host sees the controller go away) or back on (call
-    /// `start` again after). No effect on external controllers. Call on the loop.
-    func setVirtualPower(_ on: Bool) {
+    /// Powers a virtual device off: its host device stops (its clients are not called; the
+    /// manager reports the state) and the controller goes quiet. `start` powers it on again.
+    /// No effect on external controllers. Call on the loop.
+    func powerOffVirtual() {
         guard let controller else { return }
-        if !on {
-            controller.setPowered(false)
-            host = nil
-        }
+        hostDevice?.stop()
+        hostDevice = nil
+        controller.setPowered(false)
     }
 
     /// Moves a virtual device. Call on the loop.
@@ -174,13 +201,21 @@ final class LocalDevice: @unchecked Sendable {
         controller?.position = position
     }
 
-    /// Stops the host and powers the controller off; for an external controller the loop stops
-    /// too. Call on the loop.
-    func shutdown() {
-        host?.delegate = nil
-        host?.stop()
-        host = nil
-        controller?.setPowered(false)
-        if radio == nil { loop.shutdown() }
+    /// A manager of the device went away; the last one stops the host device and powers the
+    /// controller off (for an external controller the loop stops too). Call from any thread.
+    func release() {
+        let last = Self.registry.withLock { devices -> Bool in
+            managers -= 1
+            guard managers == 0 else { return false }
+            if let key = externalSpec.map({ "\($0)" }), devices[key] === self { devices[key] = nil }
+            return true
+        }
+        guard last else { return }
+        loop.execute { [self] in
+            hostDevice?.stop()
+            hostDevice = nil
+            controller?.setPowered(false)
+            if radio == nil { loop.shutdown() }
+        }
     }
 }

@@ -1,0 +1,79 @@
+import ATT
+import GATT
+import HCI
+import HCIDriver
+import HostStack
+import L2CAP
+import Scheduling
+
+/// What a connection's encryption is worth, kept per connection by its host device: the place
+/// the Security Manager fills (pairing, bonds) and the LTK request is answered from.
+public struct ConnectionSecurity: Sendable, Hashable {
+    /// LE security mode 1 level of the link now.
+    public var level: LESecurityLevel = .noSecurity
+    /// The encryption key's size in octets (0 while unencrypted).
+    public var keySize = 0
+    /// Whether the peer is bonded (its keys are stored).
+    public var isBonded = false
+    /// The peer's identity address once known (from its Identity Address Information), which
+    /// a resolvable private address stands in for.
+    public var peerIdentity: LEAddress?
+    /// The long-term key to encrypt this link with as peripheral, as HCI carries it, with the
+    /// EDIV and Rand it goes with (both zero for LE Secure Connections).
+    public var longTermKey: LongTermKey?
+
+    public struct LongTermKey: Sendable, Hashable {
+        public var key: [UInt8]
+        public var ediv: UInt16
+        public var rand: UInt64
+        public init(key: [UInt8], ediv: UInt16, rand: UInt64) {
+            self.key = key
+            self.ediv = ediv
+            self.rand = rand
+        }
+    }
+
+    public init() {}
+}
+
+/// One LE connection of a host device, with the stack above L2CAP that every connection has:
+/// the ATT bearer, the device's GATT server serving it, and a GATT client for the peer's
+/// database. Clients of the device share it; which of them it belongs to is `owners`.
+///
+/// Loop-confined (the device's loop).
+public final class DeviceConnection: @unchecked Sendable {
+    public let le: LEConnection
+    public let bearer: ATTBearer
+    /// The device's GATT server's view of this connection (the key its requests carry).
+    public let serverConnection: GATTBearerConnection
+    /// The GATT client on this connection (Core Bluetooth queues whatever the app asks for).
+    public let client: GATTClient
+    /// What the link's encryption is worth; the LTK request is answered from here.
+    @exclusivity(unchecked) public internal(set) var security = ConnectionSecurity()
+    /// Set once the owners heard of the connection (after the ATT MTU exchange as central).
+    @exclusivity(unchecked) public internal(set) var isReady = false
+    @exclusivity(unchecked) public internal(set) var isOpen = true
+    /// An ATT request or indication went unanswered for 30 s: the device ended the link.
+    @exclusivity(unchecked) public internal(set) var attTimedOut = false
+    /// The clients this connection belongs to (by `ObjectIdentifier` of the client).
+    @exclusivity(unchecked) var owners: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) var readyTimer: TimerHandle?
+
+    init(le: LEConnection, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
+        self.le = le
+        bearer = ATTBearer(channel: le.l2cap.att, loop: loop)
+        bearer.log = log
+        serverConnection = server.attach(bearer)
+        client = GATTClient(bearer: bearer)
+        client.maximumQueuedProcedures = Int.max
+        client.log = log
+    }
+
+    public var handle: ConnectionHandle { le.handle }
+    public var role: LERole { le.role }
+    public var peer: LEAddress { le.peer }
+    public var loop: EventLoop { bearer.loop }
+
+    /// Whether the client with this identifier owns the connection.
+    public func isOwned(by client: ObjectIdentifier) -> Bool { owners.contains(client) }
+}

@@ -1,0 +1,57 @@
+import HCI
+import HCIDriver
+import HostStack
+
+extension HostDevice {
+    /// `client` scans: the controller scans (actively, with no duplicate filter: each client
+    /// filters and coalesces for itself) while any client does.
+    public func startScanning(for client: any HostDeviceClient) {
+        dispatchPrecondition()
+        guard let index = entryIndex(client), !isClosed else { return }
+        clients[index].isScanning = true
+        reconcileScan()
+    }
+
+    /// `client` stops scanning; the controller stops when no client scans any more.
+    public func stopScanning(for client: any HostDeviceClient) {
+        dispatchPrecondition()
+        guard let index = entryIndex(client), clients[index].isScanning else { return }
+        clients[index].isScanning = false
+        reconcileScan()
+    }
+
+    /// Whether `client` scans.
+    public func isScanning(_ client: any HostDeviceClient) -> Bool {
+        entryIndex(client).map { clients[$0].isScanning } ?? false
+    }
+
+    /// Brings the controller's scan in line with what the clients want, one command at a time.
+    func reconcileScan() {
+        guard !scanCommandInFlight, !isClosed else { return }
+        let wanted = clients.contains { $0.isScanning }
+        guard wanted != controllerScanning else { return }
+        scanCommandInFlight = true
+        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+            guard let self else { return }
+            scanCommandInFlight = false
+            switch result {
+            case .success:
+                controllerScanning = wanted
+            case .failure(let error) where wanted:
+                log?("scan could not start: \(error)")
+                let refused = clients.indices.filter { clients[$0].isScanning }
+                for index in refused { clients[index].isScanning = false }
+                for index in refused { clients[index].client?.device(self, scanFailed: error) }
+            case .failure(let error):
+                log?("scan could not stop: \(error)")
+                controllerScanning = false
+            }
+            reconcileScan()
+        }
+        if wanted {
+            host.startScanning(active: true, filterDuplicates: false, completion: done)
+        } else {
+            host.stopScanning(completion: done)
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import ATT
+import GATT
+
+extension HostDevice {
+    /// Adds a service of `client`'s to the device's one database (beside the other clients'
+    /// services, as iOS merges its apps' services); peers are told through Service Changed.
+    public func addService(_ service: GATTService, for client: any HostDeviceClient) throws(GATTDatabaseError)
+        -> GATTServiceHandles
+    {
+        dispatchPrecondition()
+        let handles = try gattServer.addService(service)
+        services.append(OwnedService(id: handles.id, range: handles.range, owner: ObjectIdentifier(client)))
+        return handles
+    }
+
+    /// Removes one of `client`'s services. Another client's service is not removed (an error).
+    public func removeService(_ id: GATTServiceID, for client: any HostDeviceClient) throws(GATTDatabaseError) {
+        dispatchPrecondition()
+        guard let index = services.firstIndex(where: { $0.id == id }), services[index].owner == ObjectIdentifier(client) else {
+            throw .unknownService(id)
+        }
+        try gattServer.removeService(id)
+        services.remove(at: index)
+    }
+
+    /// Removes every service of `client`'s, and only those.
+    public func removeAllServices(for client: any HostDeviceClient) {
+        dispatchPrecondition()
+        removeAllServices(ownedBy: ObjectIdentifier(client))
+    }
+
+    func removeAllServices(ownedBy owner: ObjectIdentifier) {
+        // Includers before the services they include: newest first.
+        for service in services.reversed() where service.owner == owner {
+            do throws(GATTDatabaseError) {
+                try gattServer.removeService(service.id)
+            } catch {
+                log?("removing service \(service.id) failed: \(error)")
+            }
+        }
+        services.removeAll { $0.owner == owner }
+    }
+
+    /// The client whose service holds `handle`.
+    func owner(of handle: ATTHandle) -> (any HostDeviceClient)? {
+        guard let service = services.first(where: { $0.range.contains(handle) }) else { return nil }
+        return clients.first { $0.id == service.owner }?.client
+    }
+
+    /// The client now owns traffic on `connection` (a request for its service), so it hears of
+    /// the connection's end even if it does not own the connection.
+    private func use(_ connection: DeviceConnection, by client: any HostDeviceClient) {
+        let id = ObjectIdentifier(client)
+        guard !connection.owners.contains(id) else { return }
+        users[connection.handle, default: []].insert(id)
+    }
+
+    /// The GATT server's requests go to the client whose service holds the attribute.
+    func routeServerRequests() {
+        gattServer.onRead = { [weak self] request, respond in
+            guard let self, let connection = connection(for: request.connection),
+                  let client = owner(of: request.handle) else { return respond(.failure(.unlikelyError)) }
+            use(connection, by: client)
+            client.device(self, read: request, on: connection, respond: respond)
+        }
+        gattServer.onWrite = { [weak self] requests, respond in
+            guard let self, let first = requests.first, let connection = connection(for: first.connection),
+                  let client = owner(of: first.handle) else { return respond(.unlikelyError) }
+            // An Execute Write spanning several clients' services is refused: one answer, all
+            // or nothing, cannot come from two clients.
+            let id = ObjectIdentifier(client)
+            guard requests.allSatisfy({ owner(of: $0.handle).map(ObjectIdentifier.init) == id }) else {
+                return respond(.unlikelyError)
+            }
+            use(connection, by: client)
+            client.device(self, write: requests, on: connection, respond: respond)
+        }
+        gattServer.onSubscriptionChange = { [weak self] serverConnection, handle, configuration in
+            guard let self, let connection = connection(for: serverConnection), let client = owner(of: handle) else { return }
+            if !configuration.isEmpty { use(connection, by: client) }
+            client.device(self, subscriptionChanged: configuration, forCharacteristic: handle, on: connection)
+        }
+    }
+}

@@ -1,0 +1,304 @@
+import ATT
+import GATT
+import HCI
+import HCIDriver
+import HCITransport
+import HostStack
+import L2CAP
+import Scheduling
+
+/// The host on one controller, shared by every user of that controller, as a phone's apps
+/// share its radio: the `LEHost` (HCI driver, L2CAP links, GAP procedures), the device's one
+/// GATT server and database, and per connection the ATT bearer, the GATT server connection and
+/// the GATT client (``DeviceConnection``).
+///
+/// Its users are ``HostDeviceClient``s (a Core Bluetooth manager each, in both roles). The
+/// device merges what they ask of the controller and hands each only what is its own:
+/// - **Scanning**: the controller scans while any client does; every client that scans gets
+///   every report and filters and coalesces them itself.
+/// - **Connections** belong to the clients that made them (as central) or, for connections a
+///   peer makes, to the clients in the peripheral role. A client gives a connection up with
+///   ``disconnect(_:for:)``; the link goes down when no owner is left.
+/// - **Advertising**: one advertising set per client when the controller has extended
+///   advertising; otherwise the controller's one set, one client at a time.
+/// - **Services** of every client go into the one database; reads, writes and subscriptions
+///   reach the client whose service holds the attribute.
+///
+/// Loop-confined: call it on its loop, and its clients are called there.
+public final class HostDevice: LEHostDelegate, @unchecked Sendable {
+    public let host: LEHost
+    public let gattServer: GATTServer
+    public var loop: EventLoop { host.loop }
+    /// The address the device uses on the air (its static random address, or the public one
+    /// if the controller refused a random address), once started.
+    @exclusivity(unchecked) public private(set) var address: LEAddress?
+    /// Logs what the device drops or refuses; nil logs nothing.
+    public let log: (@Sendable (String) -> Void)?
+
+    struct ClientEntry {
+        weak var client: (any HostDeviceClient)?
+        let id: ObjectIdentifier
+        var roles: HostDeviceRoles
+        var isScanning = false
+        var advertisingSet: UInt8?
+    }
+    /// In the order they joined: callbacks reach them in that order.
+    @exclusivity(unchecked) var clients: [ClientEntry] = []
+
+    @exclusivity(unchecked) public private(set) var connections: [ConnectionHandle: DeviceConnection] = [:]
+    @exclusivity(unchecked) var connectionsByServerConnection: [ObjectIdentifier: DeviceConnection] = [:]
+    /// Clients that were told of traffic on a connection they do not own (requests for their
+    /// services on it): they hear of its end too.
+    @exclusivity(unchecked) var users: [ConnectionHandle: Set<ObjectIdentifier>] = [:]
+
+    // Scanning (HostDevice+Scanning)
+    @exclusivity(unchecked) var controllerScanning = false
+    @exclusivity(unchecked) var scanCommandInFlight = false
+
+    // Connecting (HostDevice+Connecting)
+    struct PendingConnection {
+        let peer: LEAddress
+        var owners: [ObjectIdentifier]
+    }
+    @exclusivity(unchecked) var pending: [PendingConnection] = []
+    @exclusivity(unchecked) var initiating: LEAddress?
+    @exclusivity(unchecked) var cancellingInitiation = false
+    @exclusivity(unchecked) var turnTimer: TimerHandle?
+    /// How long one waiting connection has the initiator before the next one's turn: the
+    /// controller initiates one connection at a time.
+    public static let initiatorTurn: Duration = .seconds(2)
+    /// How long the owners of a new connection (as central) wait for the ATT MTU exchange
+    /// before hearing of the connection anyway.
+    public static let mtuExchangeGrace: Duration = .seconds(2)
+
+    // Services (HostDevice+Services)
+    struct OwnedService {
+        let id: GATTServiceID
+        let range: ClosedRange<ATTHandle>
+        let owner: ObjectIdentifier
+    }
+    @exclusivity(unchecked) var services: [OwnedService] = []
+
+    @exclusivity(unchecked) public private(set) var isClosed = false
+
+    /// A device on the controller behind `transport`, run on `loop`; its GAP service names it
+    /// `deviceName` until a client renames it.
+    public init(transport: HCITransport, loop: EventLoop, deviceName: String,
+                log: (@Sendable (String) -> Void)? = nil) {
+        host = LEHost(transport: transport, loop: loop)
+        host.log = log
+        gattServer = GATTServer(deviceName: deviceName)
+        self.log = log
+        host.delegate = self
+        routeServerRequests()
+    }
+
+    /// Opens the transport, initialises the controller and sets the device's static random
+    /// address (derived from the public one, so stable across runs, as phones show themselves
+    /// with a random address; some controllers route LE data only by random addresses).
+    public func start(completion: @escaping (Result<LEAddress, HCIError>) -> Void) {
+        precondition(loop.inLoop, "HostDevice.start off its loop")
+        host.start { [self] result in
+            switch result {
+            case .success(let info):
+                let random = LEHost.staticRandomAddress(from: info.address)
+                host.setRandomAddress(random) { [self] result in
+                    switch result {
+                    case .success: address = LEAddress(.randomDevice, random)
+                    case .failure(let error):
+                        log?("no random address (\(error)): using the public address \(info.address)")
+                        address = LEAddress(.publicDevice, info.address)
+                    }
+                    completion(.success(address!))
+                }
+            case .failure(let error):
+                isClosed = true
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// Closes the transport. Clients are not called: they are going away too.
+    public func stop() {
+        dispatchPrecondition()
+        host.delegate = nil
+        host.stop()
+        dropEverything()
+    }
+
+    func dispatchPrecondition() {
+        assert(loop.inLoop, "HostDevice used off its loop")
+    }
+
+    // MARK: - Clients
+
+    /// Adds a client in `roles`. A client in the peripheral role owns the connections peers
+    /// make from then on.
+    public func addClient(_ client: any HostDeviceClient, roles: HostDeviceRoles) {
+        dispatchPrecondition()
+        let id = ObjectIdentifier(client)
+        guard !clients.contains(where: { $0.id == id }) else { return }
+        clients.append(ClientEntry(client: client, id: id, roles: roles))
+    }
+
+    /// Removes a client and everything it had: its scan, its pending connections, its share of
+    /// connections (a link only it owned goes down), its advertising set and its services.
+    /// It is not called again.
+    public func removeClient(_ client: any HostDeviceClient) {
+        dispatchPrecondition()
+        let id = ObjectIdentifier(client)
+        guard let index = clients.firstIndex(where: { $0.id == id }) else { return }
+        let entry = clients.remove(at: index)
+        if entry.isScanning { reconcileScan() }
+        for peer in pending.filter({ $0.owners.contains(id) }).map(\.peer) { dropPendingOwner(id, of: peer) }
+        for connection in connections.values where connection.owners.contains(id) {
+            connection.owners.remove(id)
+            if connection.owners.isEmpty && connection.role == .central { host.disconnect(connection.le) }
+        }
+        for handle in users.keys { users[handle]?.remove(id) }
+        if let set = entry.advertisingSet, !isClosed {
+            host.stopAdvertising(set: set) { [weak self] result in
+                if case .failure(let error) = result { self?.log?("stopping a removed client's advertising failed: \(error)") }
+            }
+        }
+        removeAllServices(ownedBy: id)
+    }
+
+    func entryIndex(_ client: any HostDeviceClient) -> Int? {
+        let id = ObjectIdentifier(client)
+        return clients.firstIndex { $0.id == id }
+    }
+
+    /// The live clients whose identifiers are in `ids`, in joining order.
+    func clients(in ids: Set<ObjectIdentifier>) -> [any HostDeviceClient] {
+        clients.compactMap { ids.contains($0.id) ? $0.client : nil }
+    }
+
+    // MARK: - Connections
+
+    /// The connection a GATT server request came on.
+    public func connection(for serverConnection: any GATTServerConnection) -> DeviceConnection? {
+        connectionsByServerConnection[ObjectIdentifier(serverConnection)]
+    }
+
+    /// Reads the connection's RSSI (dBm); fails when the controller cannot measure it.
+    public func readRSSI(_ connection: DeviceConnection, completion: @escaping (Result<Int8, HCIError>) -> Void) {
+        host.driver.send(ReadRSSI(connectionHandle: connection.handle)) { result in
+            switch result {
+            case .success(let parameters) where parameters.rssi != 127: completion(.success(parameters.rssi))
+            case .success: completion(.failure(.notSupported("the controller could not measure the RSSI")))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// Asks for PHYs on a connection.
+    public func setPHY(_ connection: DeviceConnection, tx: Set<LEPHY>, rx: Set<LEPHY>,
+                       completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        host.setPHY(connection.le, tx: tx, rx: rx, completion: completion)
+    }
+
+    /// Asks for new connection parameters on a connection.
+    public func updateParameters(_ connection: DeviceConnection, _ parameters: ConnectionParameters,
+                                 completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        host.updateParameters(connection.le, parameters, completion: completion)
+    }
+
+    // MARK: - LEHostDelegate
+
+    public func host(_ host: LEHost, didDiscover report: AdvertisingReport) {
+        for entry in clients where entry.isScanning { entry.client?.device(self, didDiscover: report) }
+    }
+
+    public func host(_ host: LEHost, didConnect le: LEConnection) {
+        let connection = DeviceConnection(le: le, server: gattServer, loop: loop, log: log)
+        connections[le.handle] = connection
+        connectionsByServerConnection[ObjectIdentifier(connection.serverConnection)] = connection
+        watchBearer(of: connection)
+        if le.role == .central {
+            centralConnectionCompleted(connection)
+        } else {
+            // A peer connected to our advertising: it is every peripheral client's.
+            connection.owners = Set(clients.filter { $0.roles.contains(.peripheral) }.map(\.id))
+            connection.isReady = true
+            for client in clients(in: connection.owners) { client.device(self, didConnect: connection) }
+        }
+    }
+
+    /// An ATT request or indication left unanswered for 30 s leaves the bearer dead (Vol 3
+    /// Part F §3.3.3): the link is of no use after that, so it goes.
+    private func watchBearer(of connection: DeviceConnection) {
+        let previousClose = connection.bearer.onClose
+        connection.bearer.onClose = { [weak self, weak connection] reason in
+            previousClose?(reason)
+            guard reason == .transactionTimeout, let self, let connection, connection.isOpen else { return }
+            log?("\(connection.peer) left an ATT transaction unanswered for 30 s; disconnecting")
+            connection.attTimedOut = true
+            self.host.disconnect(connection.le)
+        }
+    }
+
+    public func host(_ host: LEHost, didDisconnect le: LEConnection, reason: HCIStatus) {
+        guard let connection = connections.removeValue(forKey: le.handle) else { return }
+        connectionsByServerConnection[ObjectIdentifier(connection.serverConnection)] = nil
+        connection.isOpen = false
+        connection.readyTimer?.cancel()
+        connection.readyTimer = nil
+        let users = self.users.removeValue(forKey: le.handle) ?? []
+        if !connection.isReady {
+            for client in clients(in: connection.owners) {
+                client.device(self, didFailToConnectTo: connection.peer, error: .droppedBeforeReady(reason))
+            }
+            return
+        }
+        for client in clients(in: connection.owners.union(users)) {
+            client.device(self, didDisconnect: connection, reason: reason)
+        }
+    }
+
+    public func host(_ host: LEHost, encryptionChangedOn le: LEConnection, status: HCIStatus) {
+        guard let connection = connections[le.handle] else { return }
+        connection.security.level = le.l2cap.securityLevel
+        connection.security.keySize = le.isEncrypted ? 16 : 0
+    }
+
+    /// As peripheral: the key to encrypt with is the connection's (the Security Manager puts it
+    /// there from pairing or a bond); none, and the request is refused.
+    public func host(_ host: LEHost, longTermKeyFor le: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? {
+        guard let key = connections[le.handle]?.security.longTermKey, key.rand == rand, key.ediv == ediv else { return nil }
+        return key.key
+    }
+
+    public func host(_ host: LEHost, didStopAdvertisingSet set: UInt8) {
+        clients.first { $0.advertisingSet == set }?.client?.deviceDidStopAdvertising(self)
+    }
+
+    public func host(_ host: LEHost, didClose error: HCITransportError?) {
+        if let error { log?("controller closed: \(error)") }
+        dropEverything()
+        for entry in clients { entry.client?.device(self, didClose: error) }
+    }
+
+    /// The controller is gone: nothing of it is left to use.
+    private func dropEverything() {
+        isClosed = true
+        for connection in connections.values {
+            connection.isOpen = false
+            connection.readyTimer?.cancel()
+            connection.readyTimer = nil
+        }
+        connections = [:]
+        connectionsByServerConnection = [:]
+        users = [:]
+        pending = []
+        initiating = nil
+        cancellingInitiation = false
+        turnTimer?.cancel()
+        turnTimer = nil
+        controllerScanning = false
+        for index in clients.indices {
+            clients[index].isScanning = false
+            clients[index].advertisingSet = nil
+        }
+    }
+}
