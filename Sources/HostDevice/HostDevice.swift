@@ -97,7 +97,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// address (derived from the public one, so stable across runs, as phones show themselves
     /// with a random address; some controllers route LE data only by random addresses).
     public func start(completion: @escaping (Result<LEAddress, HCIError>) -> Void) {
-        precondition(loop.inLoop, "HostDevice.start off its loop")
+        dispatchPrecondition()
         host.start { [self] result in
             switch result {
             case .success(let info):
@@ -126,8 +126,9 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         dropEverything()
     }
 
-    func dispatchPrecondition() {
-        assert(loop.inLoop, "HostDevice used off its loop")
+    /// Debug builds check every entry point runs on the device's loop.
+    func dispatchPrecondition(file: StaticString = #file, line: UInt = #line) {
+        loop.assertConfined("HostDevice", file: file, line: line)
     }
 
     // MARK: - Clients

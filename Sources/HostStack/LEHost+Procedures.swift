@@ -93,20 +93,26 @@ extension LEHost {
             return completion(.failure(.notSupported("no random address set")))
         }
         let ownAddressType: LEAddressType = randomAddress == nil ? .publicDevice : .randomDevice
+        // Parameters cannot change while the set advertises (Command Disallowed): off first.
+        let restart = advertisingSets.contains(set)
         let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
-            if case .success = result { self?.advertisingSets.insert(set) }
+            switch result {
+            case .success: self?.advertisingSets.insert(set)
+            // Whether the set is off now or not, nothing it advertises is what was asked.
+            case .failure: if restart { self?.advertisingSets.remove(set) }
+            }
             completion(result)
         }
         if usesExtendedCommands {
             var properties: LESetExtendedAdvertisingParameters.EventProperties = [.legacy]
             if parameters.connectable { properties.insert(.connectable) }
             if parameters.scannable || parameters.connectable { properties.insert(.scannable) }
-            var steps = [
+            var steps = restart ? [step(LESetExtendedAdvertisingEnable(enable: false, sets: [.init(advertisingHandle: set)]))] : []
+            steps.append(
                 step(LESetExtendedAdvertisingParameters(
                     advertisingHandle: set, advertisingEventProperties: properties,
                     primaryAdvertisingIntervalMin: UInt32(parameters.intervalMin),
-                    primaryAdvertisingIntervalMax: UInt32(parameters.intervalMax), ownAddressType: ownAddressType)),
-            ]
+                    primaryAdvertisingIntervalMax: UInt32(parameters.intervalMax), ownAddressType: ownAddressType)))
             if let randomAddress { steps.append(step(LESetAdvertisingSetRandomAddress(advertisingHandle: set, randomAddress: randomAddress))) }
             sequence(steps + [
                 step(LESetExtendedAdvertisingData(advertisingHandle: set, advertisingData: parameters.data)),
@@ -116,7 +122,8 @@ extension LEHost {
         } else {
             let type: LESetAdvertisingParameters.AdvertisingType =
                 parameters.connectable ? .advInd : (parameters.scannable ? .advScanInd : .advNonconnInd)
-            sequence([
+            let off = restart ? [step(LESetAdvertisingEnable(advertisingEnable: false))] : []
+            sequence(off + [
                 step(LESetAdvertisingParameters(
                     advertisingIntervalMin: parameters.intervalMin, advertisingIntervalMax: parameters.intervalMax,
                     advertisingType: type, ownAddressType: ownAddressType, peerAddressType: .publicDevice, peerAddress: .zero,

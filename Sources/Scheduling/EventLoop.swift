@@ -89,6 +89,17 @@ public final class EventLoop: @unchecked Sendable {
         pthread_getspecific(Self.currentKey) == Unmanaged.passUnretained(self).toOpaque()
     }
 
+    /// Whether the caller may use state confined to this loop: on the loop's thread, or on any
+    /// thread for a `.manual` loop (its driver, between runs, is the only one using it).
+    public var isConfinedToCaller: Bool { pacing == .manual || inLoop }
+
+    /// Debug builds: traps when called off the loop (a loop-confined object's entry points call
+    /// it). Release builds: nothing.
+    @inlinable
+    public func assertConfined(_ what: @autoclosure () -> String, file: StaticString = #file, line: UInt = #line) {
+        assert(isConfinedToCaller, "\(what()) used off its loop (\(name))", file: file, line: line)
+    }
+
     /// Runs `work` on the loop as soon as possible, after work already posted. Thread-safe.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         if inLoop {
