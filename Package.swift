@@ -68,6 +68,12 @@ let package = Package(
         .target(name: "HostDevice", dependencies: [
             "HCI", "HCIDriver", "HCITransport", "HostStack", "L2CAP", "ATT", "GATT", "Scheduling",
         ]),
+        // The role services over the host device (central now; the peripheral role next): what
+        // an API client asks and hears, in plain values (addresses, handles, bytes), the boundary
+        // a daemon carries between processes. API objects are made only above it.
+        .target(name: "RoleServices", dependencies: [
+            "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
+        ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
@@ -79,7 +85,7 @@ let package = Package(
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
         .target(name: "CoreBluetooth", dependencies: [
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
-            "L2CAP", "HostStack", "HostDevice", "ATT", "GATT", "GAP",
+            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP",
         ]),
 
         // cbtool's commands (demo, scan, explore, read/write/subscribe, simulate, radio, and the

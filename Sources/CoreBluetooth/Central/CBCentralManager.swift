@@ -4,6 +4,7 @@ import Foundation
 import HCI
 import HostDevice
 import HostStack
+import RoleServices
 
 /// Options for `registerForConnectionEvents(options:)`.
 public struct CBConnectionEventMatchingOption: Hashable, RawRepresentable, Sendable {
@@ -36,8 +37,10 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     private var peripheralObjects: [UUID: WeakPeripheral] = [:]
     /// Released objects' entries are dropped when the map grows past this.
     private var pruneThreshold = 64
-    /// The central role on the device's loop: a client of the device while it is on.
-    private let engine = CentralEngine()
+    /// The central role on the device's loop (a client of the device while it is on), and
+    /// what turns its events (values) into objects and delegate calls.
+    private let service = CentralService()
+    private let events = CentralEvents()
 
     private struct WeakPeripheral {
         weak var object: CBPeripheral?
@@ -64,7 +67,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     public init(delegate: CBCentralManagerDelegate?, queue: DispatchQueue?, options: [String: Any]? = nil) {
         super.init(queue: queue, options: options)
         delegateStorage = delegate
-        engine.manager = self
+        events.manager = self
+        service.events = events
+        service.log = StackLog.sink
         startDevice()
     }
 
@@ -82,25 +87,25 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     // MARK: - Device life
 
-    override var deviceClient: (any HostDeviceClient)? { engine }
+    override var deviceClient: (any HostDeviceClient)? { service }
 
     override func deviceDidStart(_ hostDevice: HostDevice) {
-        engine.deviceDidStart(hostDevice)
+        service.deviceDidStart(hostDevice)
     }
 
     override func deviceDidStop() {
-        engine.shutdown()
+        service.deviceDidStop()
         synchronized { isScanningStorage = false }
         for peripheral in livePeripherals() { peripheral.linkClosed() }
     }
 
-    /// Runs `body` on the device's loop with the central engine, if the device is on.
-    func onEngine(_ body: @escaping @Sendable (CentralEngine) -> Void) {
+    /// Runs `body` on the device's loop with the central role service, if the device is on.
+    func onService(_ body: @escaping @Sendable (CentralService) -> Void) {
         guard let device else { return }
-        let engine = self.engine
+        let service = self.service
         device.loop.execute {
-            guard engine.device != nil else { return }
-            body(engine)
+            guard service.isOn else { return }
+            body(service)
         }
     }
 
@@ -140,9 +145,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     /// A peripheral object went away: its connection, or pending connection, is cancelled.
     func peripheralReleased(address: LEAddress) {
-        onEngine { [weak self] engine in
+        onService { [weak self] service in
             guard self?.existingPeripheral(for: address) == nil else { return }
-            engine.cancel(address, notify: false)
+            service.cancel(address, notify: false)
         }
     }
 
@@ -182,14 +187,14 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         let request = ScanRequest(services: serviceUUIDs.map { Set($0.map(\.bluetoothUUID)) },
                                   solicited: Set(solicited.map(\.bluetoothUUID)), allowDuplicates: allowDuplicates)
         synchronized { isScanningStorage = true }
-        onEngine { $0.startScan(request) }
+        onService { $0.startScan(request) }
     }
 
     /// Stops scanning.
     open func stopScan() {
         guard requirePoweredOn("stopScan()") else { return }
         synchronized { isScanningStorage = false }
-        onEngine { $0.stopScan() }
+        onService { $0.stopScan() }
     }
 
     /// The controller refused to scan.
@@ -225,11 +230,11 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         guard shouldConnect else { return }
         let seconds = (options?[CBConnectPeripheralOptionStartDelayKey] as? NSNumber)?.doubleValue ?? 0
         let delay: Duration = seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : .zero
-        onEngine { engine in
+        onService { service in
             if delay == .zero {
-                engine.connect(address)
+                service.connect(address)
             } else {
-                _ = engine.device?.loop.schedule(after: delay) { [weak engine] in engine?.connect(address) }
+                _ = service.device?.loop.schedule(after: delay) { [weak service] in service?.connect(address) }
             }
         }
     }
@@ -251,7 +256,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
             }
         }
         guard active else { return }
-        onEngine { $0.cancel(address, notify: true) }
+        onService { $0.cancel(address, notify: true) }
     }
 
     /// Asks for connection events of matching peripherals (not reported on Linux yet).

@@ -3,6 +3,7 @@ import AssignedNumbers
 import Foundation
 import GATT
 import HCI
+import RoleServices
 
 /// A remote peripheral, as a central sees it: made when it is discovered (or retrieved), and
 /// the object through which its GATT database is explored and used.
@@ -47,11 +48,16 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         self.manager = manager
         callbacks = manager.callbacks
         super.init(identifier: identifier)
+        linkEvents.peripheral = self
     }
 
     deinit {
         manager?.peripheralReleased(address: address)
     }
+
+    /// What the link tells this object (held here: the link holds it weakly, so a released
+    /// peripheral hears nothing more).
+    let linkEvents = PeripheralLinkEvents()
 
     /// Who hears about discovery, values and writes (held weakly).
     public weak var delegate: CBPeripheralDelegate? {
@@ -108,12 +114,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     }
 
     /// Runs `body` on the device's loop with the peripheral's link, if it is still up.
-    private func onLink(_ body: @escaping @Sendable (PeripheralLink, CentralEngine) -> Void) {
+    private func onLink(_ body: @escaping @Sendable (CentralLink, CentralService) -> Void) {
         guard let manager else { return }
         let address = self.address
-        manager.onEngine { engine in
-            guard let link = engine.link(for: address), !link.isClosed else { return }
-            body(link, engine)
+        manager.onService { service in
+            guard let link = service.link(for: address), !link.isClosed else { return }
+            body(link, service)
         }
     }
 
@@ -487,8 +493,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// Reads the RSSI of the connection: `peripheral(_:didReadRSSI:error:)`.
     open func readRSSI() {
         guard requireConnected("readRSSI()") else { return }
-        onLink { [weak self] link, engine in
-            engine.readRSSI(link) { result in
+        onLink { [weak self] link, service in
+            service.readRSSI(link) { result in
                 guard let self else { return }
                 switch result {
                 case .success(let rssi):
@@ -496,7 +502,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                     self.deliver(update: { self.rssiStorage = number }) { peripheral, delegate in
                         delegate.peripheral(peripheral, didReadRSSI: number, error: nil)
                     }
-                case .failure(let error):
+                case .failure(let failure):
+                    let error = if case .notSupported = failure {
+                        CBError(.unknown, description: "The controller could not measure the RSSI.")
+                    } else {
+                        CBError(.unknown, description: "Reading the RSSI failed: \(failure).")
+                    }
                     self.deliver { peripheral, delegate in
                         delegate.peripheral(peripheral, didReadRSSI: NSNumber(value: 127), error: error)
                     }
@@ -512,7 +523,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: nil, error: error) }
     }
 
-    // MARK: - From the link (on the loop)
+    // MARK: - From the link (on the loop, through `linkEvents`)
 
     func linkMTUChanged(_ mtu: Int) {
         synchronized { mtuStorage = mtu }
@@ -622,10 +633,6 @@ extension CBPeripheral {
         case .le2M: .le2M
         case .leCoded: .leCoded
         }
-        onLink { link, engine in
-            engine.device?.setPHY(link.connection, tx: [wanted], rx: [wanted]) { result in
-                if case .failure(let error) = result { StackLog.log("LE Set PHY failed: \(error)") }
-            }
-        }
+        onLink { link, service in service.setPHY(link, wanted) }
     }
 }

@@ -1,0 +1,84 @@
+import ATT
+import Foundation
+import GAP
+import HCI
+import HCITransport
+import HostDevice
+import RoleServices
+
+/// The API side of the central role: turns the role service's events (addresses, advertising
+/// data, errors — values) into `CBPeripheral` objects, Apple's dictionaries and errors, and
+/// delegate calls on the manager's queue. Called on the device's loop.
+final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
+    weak var manager: CBCentralManager?
+
+    func central(_ service: CentralService, didDiscover peer: LEAddress, advertisement data: AdvertisingData,
+                 isConnectable: Bool, rssi: Int8?) {
+        guard let manager else { return }
+        let peripheral = manager.peripheral(for: peer, advertisedName: data.localName, advertisedServices: data.serviceUUIDs)
+        let dictionary = Unchecked(AdvertisementDictionary.make(from: data, isConnectable: isConnectable))
+        // 127: the controller could not measure it.
+        let rssi = NSNumber(value: Int(rssi ?? 127))
+        manager.deliver { manager, delegate in
+            delegate.centralManager(manager, didDiscover: peripheral, advertisementData: dictionary.value, rssi: rssi)
+        }
+    }
+
+    func centralScanFailed(_ service: CentralService) {
+        manager?.scanFailed()
+    }
+
+    func central(_ service: CentralService, didConnect link: CentralLink) {
+        // Nobody holds the peripheral any more: the link is left untaken and the service ends it.
+        guard let manager, let peripheral = manager.existingPeripheral(for: link.peer) else { return }
+        link.events = peripheral.linkEvents
+        manager.didConnect(peripheral)
+    }
+
+    func central(_ service: CentralService, didFailToConnect peer: LEAddress, error: DeviceConnectError) {
+        guard let peripheral = manager?.existingPeripheral(for: peer) else { return }
+        manager?.didFailToConnect(peripheral, error: CBError(.connectionFailed, description: "The connection failed: \(error)."))
+    }
+
+    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection) {
+        guard let manager, let peripheral = manager.existingPeripheral(for: peer) else { return }
+        switch cause {
+        case .requested(let notify):
+            if notify { manager.didDisconnect(peripheral, error: nil) }
+        case .attTimeout:
+            manager.didDisconnect(peripheral, error: CBError(.connectionTimeout,
+                                                             description: "The peripheral did not answer within 30 seconds."))
+        case .link(let reason):
+            manager.didDisconnect(peripheral, error: Self.disconnectionError(reason))
+        }
+    }
+
+    func central(_ service: CentralService, deviceDidClose error: HCITransportError?) {
+        manager?.hostDidClose(error)
+    }
+
+    /// Apple's error for a disconnection the app did not ask for.
+    static func disconnectionError(_ reason: HCIStatus) -> CBError {
+        // Compared with == : HCIStatus is an Error, so `case .connectionTimeout` would pick
+        // CBError.Code's pattern operator.
+        if reason == .connectionTimeout || reason == .lmpOrLLResponseTimeout {
+            CBError(.connectionTimeout, description: "The connection has timed out unexpectedly.")
+        } else if reason == .connectionFailedToBeEstablished {
+            CBError(.connectionFailed, description: "The connection failed.")
+        } else {
+            CBError(.peripheralDisconnected, description: "The specified device has disconnected from us.")
+        }
+    }
+}
+
+/// What a central link tells its `CBPeripheral` (held by the peripheral; the link holds it
+/// weakly).
+final class PeripheralLinkEvents: CentralLinkEvents, @unchecked Sendable {
+    weak var peripheral: CBPeripheral?
+
+    func linkMTUChanged(_ mtu: Int) { peripheral?.linkMTUChanged(mtu) }
+    func linkReadName(_ name: String) { peripheral?.linkReadName(name) }
+    func linkServicesChanged(_ range: ClosedRange<ATTHandle>) { peripheral?.linkServicesChanged(range) }
+    func linkReturnedWriteBudget(_ count: Int) { peripheral?.linkReturnedWriteBudget(count) }
+    func linkClosed() { peripheral?.linkClosed() }
+}

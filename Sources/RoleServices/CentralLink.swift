@@ -1,0 +1,121 @@
+import ATT
+import AssignedNumbers
+import GATT
+import HostDevice
+import HCI
+import HostStack
+import Scheduling
+
+/// What a central link tells the API side's object for the peer (a `CBPeripheral`): values
+/// only. Called on the device's loop.
+public protocol CentralLinkEvents: AnyObject {
+    /// ATT_MTU now (also once when the link is taken, with the exchanged value).
+    func linkMTUChanged(_ mtu: Int)
+    /// The peer's GAP Device Name, read on connection.
+    func linkReadName(_ name: String)
+    /// The peer's Service Changed indication: what was discovered in `range` is stale.
+    func linkServicesChanged(_ range: ClosedRange<ATTHandle>)
+    /// Writes without response handed to the controller since the last call.
+    func linkReturnedWriteBudget(_ count: Int)
+    /// The link is gone: nothing more is sent or delivered.
+    func linkClosed()
+}
+
+/// One connection of the central role to a peripheral, on the device's loop: the device's
+/// connection (its ATT bearer, GATT client — whose procedures take and give values — and the
+/// device's GATT server answering on it), what iOS does on each connection (the peripheral's
+/// name, Service Changed), and the queue of writes without response that feeds the link as
+/// fast as its buffers drain.
+///
+/// Loop-confined.
+public final class CentralLink: @unchecked Sendable {
+    public let connection: DeviceConnection
+    /// Who hears of the link on the API side; nil until the API side takes the link.
+    @exclusivity(unchecked) public weak var events: CentralLinkEvents?
+    /// Set when the API side cancelled it.
+    @exclusivity(unchecked) var cancellation: CentralDisconnection?
+    @exclusivity(unchecked) private var writes = RingBuffer<(handle: ATTHandle, value: [UInt8])>(capacity: 64)
+    @exclusivity(unchecked) public private(set) var isClosed = false
+    let log: (@Sendable (String) -> Void)?
+
+    init(connection: DeviceConnection, log: (@Sendable (String) -> Void)?) {
+        self.connection = connection
+        self.log = log
+    }
+
+    public var peer: LEAddress { connection.peer }
+    public var bearer: ATTBearer { connection.bearer }
+    /// The GATT client procedures the API side runs on the peer's database.
+    public var client: GATTClient { connection.client }
+    public var loop: EventLoop { connection.loop }
+    public var mtu: Int { bearer.mtu }
+
+    /// The link is taken (the device exchanged the ATT MTU): what iOS does on every
+    /// connection, queued before anything the app asks: learn the peripheral's GAP name, and
+    /// ask for Service Changed indications.
+    func start() {
+        let previousMTU = bearer.onMTUChanged
+        bearer.onMTUChanged = { [weak self] mtu in
+            previousMTU?(mtu)
+            self?.events?.linkMTUChanged(mtu)
+        }
+        client.onReadyToSendWriteWithoutResponse = { [weak self] in self?.drainWrites() }
+        client.onServiceChanged = { [weak self] range in self?.events?.linkServicesChanged(range) }
+        events?.linkMTUChanged(bearer.mtu)
+        readDeviceName()
+        subscribeToServiceChanged()
+    }
+
+    private func readDeviceName() {
+        client.readValues(ofType: .deviceName) { [weak self] result in
+            guard let self, case .success(let values) = result, let first = values.first,
+                  let name = String(validating: first.value, as: UTF8.self), !name.isEmpty else { return }
+            events?.linkReadName(name)
+        }
+    }
+
+    private func subscribeToServiceChanged() {
+        client.discoverPrimaryServices(uuid: .genericAttributeService) { [weak self] result in
+            guard let self, case .success(let services) = result, let service = services.first else { return }
+            client.discoverCharacteristics(of: service, uuid: .serviceChanged) { [weak self] result in
+                guard let self, case .success(let found) = result, let characteristic = found.first,
+                      characteristic.properties.contains(.indicate) else { return }
+                client.subscribe(to: characteristic, onValue: { _ in }) { result in
+                    if case .failure(let error) = result { self.log?("Service Changed subscription failed: \(error)") }
+                }
+            }
+        }
+    }
+
+    // MARK: Writes without response
+
+    /// Queues a write without response; it goes out as soon as the link's buffers take it.
+    public func enqueueWrite(_ value: [UInt8], to handle: ATTHandle) {
+        writes.append((handle, value))
+        drainWrites()
+    }
+
+    private func drainWrites() {
+        var sent = 0
+        let limit = ATTMTU.maximumWriteValueLength(mtu: bearer.mtu)
+        while let next = writes.first {
+            if next.value.count > limit {
+                // Longer than one Write Command can carry: nothing can send it.
+                log?("write without response of \(next.value.count) bytes dropped: at most \(limit) fit")
+            } else if !client.writeWithoutResponse(next.value, to: next.handle) {
+                break
+            }
+            _ = writes.popFirst()
+            sent += 1
+        }
+        if sent > 0 { events?.linkReturnedWriteBudget(sent) }
+    }
+
+    /// The connection is gone: nothing more is sent or delivered.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        writes.removeAll()
+        events?.linkClosed()
+    }
+}

@@ -1,0 +1,237 @@
+import AssignedNumbers
+import GAP
+import HCI
+import HCIDriver
+import HCITransport
+import HostDevice
+import HostStack
+import Scheduling
+
+/// What a scan asks for: `scanForPeripherals(withServices:options:)` in host-stack terms.
+public struct ScanRequest: Sendable, Hashable {
+    /// Devices advertising (or, with `solicited`, soliciting) one of these; nil for all.
+    public var services: Set<BluetoothUUID>?
+    public var solicited: Set<BluetoothUUID>
+    public var allowDuplicates: Bool
+
+    public init(services: Set<BluetoothUUID>?, solicited: Set<BluetoothUUID> = [], allowDuplicates: Bool = false) {
+        self.services = services
+        self.solicited = solicited
+        self.allowDuplicates = allowDuplicates
+    }
+}
+
+/// Why a connection of the central role ended.
+public enum CentralDisconnection: Sendable, Hashable {
+    /// The API side asked (`cancel`); `notify` is what it asked with.
+    case requested(notify: Bool)
+    /// The peer left an ATT request unanswered for 30 s, and the link was ended.
+    case attTimeout
+    /// The link went down for this reason (the peer, a supervision timeout…).
+    case link(HCIStatus)
+}
+
+/// What the central role service tells the API side (a `CBCentralManager`, or a daemon's client
+/// later): plain values — addresses, advertising data, errors. Called on the device's loop.
+public protocol CentralServiceEvents: AnyObject {
+    /// A device the scan matched: what it advertises now (its advertisement and scan response
+    /// merged), reported once per change unless the scan allows duplicates.
+    func central(_ service: CentralService, didDiscover peer: LEAddress, advertisement: AdvertisingData,
+                 isConnectable: Bool, rssi: Int8?)
+    /// The controller refused to scan: the scan is off.
+    func centralScanFailed(_ service: CentralService)
+    /// A connection asked for is ready (ATT MTU exchanged), or was asked for again while up.
+    /// The API side sets `link.events` to hear of the link.
+    func central(_ service: CentralService, didConnect link: CentralLink)
+    func central(_ service: CentralService, didFailToConnect peer: LEAddress, error: DeviceConnectError)
+    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection)
+    /// The controller is gone: every scan and connection ended with it.
+    func central(_ service: CentralService, deviceDidClose error: HCITransportError?)
+}
+
+/// The central role of one API client, a client of the host device, on the device's loop: the
+/// scan with Core Bluetooth's filtering and coalescing (the device merges the controller's scan
+/// with other clients'), the connections the client asked for (the device initiates them,
+/// never timing out, and they are this client's), and one ``CentralLink`` per connection. It
+/// exchanges only values with the API side (``CentralServiceEvents``), the boundary a daemon
+/// carries between processes.
+///
+/// Loop-confined, once the device started.
+public final class CentralService: HostDeviceClient, @unchecked Sendable {
+    public weak var events: CentralServiceEvents?
+    /// Logs what the service drops or refuses; nil logs nothing.
+    public var log: (@Sendable (String) -> Void)?
+    /// The device while it is on.
+    public private(set) var device: HostDevice?
+
+    // MARK: Scanning
+
+    private var scan: ScanRequest?
+    /// What each advertiser sent last (advertising PDU and scan response), for merging the two
+    /// and reporting a device again only when what it advertises changes.
+    private var advertisers: [LEAddress: Advertiser] = [:]
+
+    private struct Advertiser {
+        var advertisement: [UInt8]?
+        var scanResponse: [UInt8]?
+        var isConnectable = false
+        /// What was reported last: the advertising data and scan response, concatenated.
+        var reported: [UInt8]?
+    }
+
+    // MARK: Connections
+
+    public private(set) var links: [LEAddress: CentralLink] = [:]
+
+    public init() {}
+
+    /// Whether the device is on (the service is its client).
+    public var isOn: Bool { device != nil }
+
+    /// The device is on: join it as a central.
+    public func deviceDidStart(_ device: HostDevice) {
+        self.device = device
+        device.addClient(self, roles: .central)
+    }
+
+    /// The controller went away or was powered off: scans and connections are gone (the API
+    /// side reports the state change, not each disconnection, as iOS does).
+    public func deviceDidStop() {
+        scan = nil
+        advertisers = [:]
+        let all = links.values
+        links = [:]
+        for link in all { link.close() }
+        device = nil
+    }
+
+    // MARK: - Scanning
+
+    public func startScan(_ request: ScanRequest) {
+        scan = request
+        // A new scan reports every device again.
+        advertisers = [:]
+        // Duplicates are filtered here, not by the controller: its filter would also hide a
+        // device whose advertisement changes (and other clients of the device see every report).
+        device?.startScanning(for: self)
+    }
+
+    public func stopScan() {
+        scan = nil
+        advertisers = [:]
+        device?.stopScanning(for: self)
+    }
+
+    public func device(_ device: HostDevice, scanFailed error: HCIError) {
+        scan = nil
+        events?.centralScanFailed(self)
+    }
+
+    public func device(_ device: HostDevice, didDiscover report: AdvertisingReport) {
+        guard let scan else { return }
+        var entry = advertisers[report.address] ?? Advertiser()
+        if report.isScanResponse {
+            entry.scanResponse = report.data
+        } else {
+            entry.advertisement = report.data
+            entry.isConnectable = report.isConnectable
+        }
+        defer { advertisers[report.address] = entry }
+        let bytes = (entry.advertisement ?? []) + (entry.scanResponse ?? [])
+        if !scan.allowDuplicates, entry.reported == bytes { return }
+        let data = AdvertisingData(bytes: bytes)
+        guard Self.matches(data, scan) else { return }
+        entry.reported = bytes
+        events?.central(self, didDiscover: report.address, advertisement: data, isConnectable: entry.isConnectable,
+                        rssi: report.rssi)
+    }
+
+    static func matches(_ data: AdvertisingData, _ scan: ScanRequest) -> Bool {
+        guard let services = scan.services else { return true }
+        if data.serviceUUIDs.contains(where: services.contains) { return true }
+        return !scan.solicited.isEmpty && data.solicitedServiceUUIDs.contains(where: scan.solicited.contains)
+    }
+
+    // MARK: - Connecting
+
+    public func connect(_ peer: LEAddress) {
+        if let link = links[peer] {
+            // Already connected: the API side hears it again (as on iOS).
+            events?.central(self, didConnect: link)
+            return
+        }
+        device?.connect(to: peer, for: self)
+    }
+
+    /// The API side cancelled (or released the peripheral): its connection goes down (or, when
+    /// another client of the device shares it, stops being this one's), a pending one stops
+    /// being attempted. `notify`: whether the API side wants `didDisconnect` for it.
+    public func cancel(_ peer: LEAddress, notify: Bool) {
+        guard let device else { return }
+        if let link = links[peer] {
+            link.cancellation = .requested(notify: notify)
+            device.disconnect(link.connection, for: self)
+            return
+        }
+        guard device.cancelConnecting(to: peer, for: self) else { return }
+        if notify { events?.central(self, didDisconnect: peer, cause: .requested(notify: true)) }
+    }
+
+    public func device(_ device: HostDevice, didFailToConnectTo peer: LEAddress, error: DeviceConnectError) {
+        events?.central(self, didFailToConnect: peer, error: error)
+    }
+
+    /// A connection this client asked for is ready (its ATT MTU exchanged).
+    public func device(_ device: HostDevice, didConnect connection: DeviceConnection) {
+        if let link = links[connection.peer], link.connection === connection {
+            events?.central(self, didConnect: link)
+            return
+        }
+        let link = CentralLink(connection: connection, log: log)
+        links[connection.peer] = link
+        events?.central(self, didConnect: link)
+        guard links[connection.peer] === link else { return }
+        if link.events == nil {
+            // Nobody on the API side wants it any more (the peripheral was released).
+            cancel(connection.peer, notify: false)
+            return
+        }
+        link.start()
+    }
+
+    public func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
+        guard let link = links[connection.peer], link.connection === connection else { return }
+        links[connection.peer] = nil
+        link.close()
+        let cause: CentralDisconnection = if let requested = link.cancellation {
+            requested
+        } else if connection.attTimedOut {
+            .attTimeout
+        } else {
+            .link(reason)
+        }
+        events?.central(self, didDisconnect: connection.peer, cause: cause)
+    }
+
+    public func device(_ device: HostDevice, didClose error: HCITransportError?) {
+        events?.central(self, deviceDidClose: error)
+    }
+
+    /// The link to `peer`, if it is connected.
+    public func link(for peer: LEAddress) -> CentralLink? { links[peer] }
+
+    // MARK: - The connection's radio
+
+    /// Reads the RSSI of a link (dBm).
+    public func readRSSI(_ link: CentralLink, completion: @escaping (Result<Int8, HCIError>) -> Void) {
+        guard let device else { return completion(.failure(.notSupported("the device is off"))) }
+        device.readRSSI(link.connection, completion: completion)
+    }
+
+    /// Asks for a PHY both ways on a link (fire and forget: the peer may refuse).
+    public func setPHY(_ link: CentralLink, _ phy: LEPHY) {
+        device?.setPHY(link.connection, tx: [phy], rx: [phy]) { [log] result in
+            if case .failure(let error) = result { log?("LE Set PHY failed: \(error)") }
+        }
+    }
+}
