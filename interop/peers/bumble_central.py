@@ -1,7 +1,9 @@
 """A Bumble GATT central driven line by line from standard input, for interop tests.
 
 Usage: python bumble_central.py TRANSPORT ADDRESS [MTU]
-ADDRESS is "AA:BB:CC:DD:EE:FF" (public) or "AA:BB:CC:DD:EE:FF/R" (random). Connects, exchanges
+ADDRESS is "AA:BB:CC:DD:EE:FF" (public), "AA:BB:CC:DD:EE:FF/R" (random), or "name=NAME": scan
+until an advertisement with that complete local name, print FOUND <address> (as Bumble formats
+it, "/P" for public) and connect to the device that sent it. Connects, exchanges
 the MTU (default 517), discovers the whole database and prints it:
   SERVICE <uuid> <start> <end>
   CHARACTERISTIC <uuid> <value handle> <properties hex>
@@ -21,6 +23,7 @@ import asyncio
 import sys
 
 from bumble.att import ATT_Error
+from bumble.core import AdvertisingData
 from bumble.device import Device, Peer
 from bumble.hci import Address
 from bumble.transport import open_transport
@@ -56,12 +59,35 @@ def find(peer, uuid):
     raise KeyError(uuid)
 
 
+async def scan_for(device, name):
+    """Scans until a device advertises NAME as its complete local name; its address."""
+    found = asyncio.get_running_loop().create_future()
+
+    def on_advertisement(advertisement):
+        advertised = advertisement.data.get(AdvertisingData.COMPLETE_LOCAL_NAME)
+        if isinstance(advertised, bytes):
+            advertised = advertised.decode(errors="replace")
+        if advertised == name and not found.done():
+            found.set_result(advertisement.address)
+
+    device.on("advertisement", on_advertisement)
+    await device.start_scanning(filter_duplicates=True)
+    target = await found
+    device.remove_listener("advertisement", on_advertisement)
+    await device.stop_scanning()
+    return target
+
+
 async def main(transport_name, address, mtu):
     async with await open_transport(transport_name) as (source, sink):
         device = Device.with_hci("BumbleCentral", "F0:CE:CE:CE:CE:01", source, sink)
         await device.power_on()
-        text, _, kind = address.partition("/")
-        target = Address(text, Address.RANDOM_DEVICE_ADDRESS if kind == "R" else Address.PUBLIC_DEVICE_ADDRESS)
+        if address.startswith("name="):
+            target = await scan_for(device, address[len("name="):])
+            say("FOUND", target)
+        else:
+            text, _, kind = address.partition("/")
+            target = Address(text, Address.RANDOM_DEVICE_ADDRESS if kind == "R" else Address.PUBLIC_DEVICE_ADDRESS)
         connection = await device.connect(target)
         connection.on("disconnection", lambda reason: say("DISCONNECTED", reason))
         peer = Peer(connection)
