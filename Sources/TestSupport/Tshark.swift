@@ -68,6 +68,45 @@ public enum Tshark {
             malformedReceived: malformedFrames.filter { $0[1] == "1" }.map { "\($0[0]): \($0[2])" })
     }
 
+    /// `check(capture:)` for each ACL connection of the capture on its own (its ACL frames and
+    /// every frame that is not ACL), results merged (frame numbers are the split files'). Use it
+    /// for a capture with several GATT connections at once: tshark's ATT dissector keeps one
+    /// handle-to-attribute map for the whole capture, so two databases at the same handles
+    /// confuse it (a Write Request read as a characteristic declaration, "malformed"), while
+    /// each connection's own traffic decodes clean.
+    public static func checkEachConnection(capture path: String) throws -> TsharkResult {
+        guard let tshark = locate() else {
+            throw TsharkError(description: "tshark is not installed: run `apt-get install -y tshark` (CI installs it)")
+        }
+        let handles = Set(try run(tshark, ["-r", path, "-Y", "bthci_acl", "-T", "fields", "-e", "bthci_acl.chandle"])
+            .split(separator: "\n").map(String.init)).sorted()
+        guard handles.count > 1 else { return try check(capture: path) }
+        var merged: TsharkResult?
+        for handle in handles {
+            let part = path + ".connection-\(handle).pcapng"
+            defer { try? FileManager.default.removeItem(atPath: part) }
+            _ = try run(tshark, ["-r", path, "-Y", "!bthci_acl || bthci_acl.chandle == \(handle)", "-w", part])
+            let result = try check(capture: part)
+            guard var total = merged else {
+                merged = result
+                continue
+            }
+            total.frameCount = max(total.frameCount, result.frameCount)
+            total.malformed += result.malformed
+            total.expertErrors += result.expertErrors
+            total.malformedSent += result.malformedSent.map { "connection \(handle) \($0)" }
+            total.malformedReceived += result.malformedReceived.map { "connection \(handle) \($0)" }
+            merged = total
+        }
+        var result = merged!
+        // Whole-capture figures for the rest.
+        let whole = try check(capture: path)
+        result.frameCount = whole.frameCount
+        result.frameProtocols = whole.frameProtocols
+        result.verboseOutput = whole.verboseOutput
+        return result
+    }
+
     private static func run(_ executable: String, _ arguments: [String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)

@@ -278,7 +278,7 @@ struct SharedControllerInteropTests {
         centralManager = nil
         // One device on the controller: one capture with both roles' traffic, one Reset, and
         // the two links' ATT traffic overlapping in time.
-        let result = try Tshark.check(capture: capture)
+        let result = try Tshark.checkEachConnection(capture: capture)
         #expect(result.frameCount > 100)
         #expect(result.malformedSent.isEmpty && result.malformedReceived.isEmpty, "\(result.malformed)")
         let resets = try SharedCapture.count(capture, "bthci_cmd.opcode == 0x0c03")
@@ -426,7 +426,7 @@ struct SharedControllerInteropTests {
         centralA = nil
         centralB = nil
         peripheralManager = nil
-        let result = try Tshark.check(capture: capture)
+        let result = try Tshark.checkEachConnection(capture: capture)
         #expect(result.malformedSent.isEmpty && result.malformedReceived.isEmpty, "\(result.malformed)")
         let resets = try SharedCapture.count(capture, "bthci_cmd.opcode == 0x0c03")
         #expect(resets == 1, "HCI Reset sent \(resets) times")
