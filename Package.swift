@@ -57,7 +57,7 @@ let package = Package(
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
         .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
         // L2CAP on LE-U (Vol 3 Part A): fixed channels, LE signalling, later credit-based channels.
-        .target(name: "L2CAP", dependencies: ["ByteCoding", "HCI", "HCIDriver", "Scheduling"]),
+        .target(name: "L2CAP", dependencies: ["ByteCoding", "HCI", "Scheduling"]),
         // The LE host on one controller: HCI driver + L2CAP links + GAP procedures (scan,
         // advertise, connect, encrypt), extended commands when the controller has them.
         .target(name: "HostStack", dependencies: ["HCI", "HCIDriver", "HCITransport", "L2CAP", "Scheduling"]),
@@ -71,9 +71,11 @@ let package = Package(
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
-        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers", "L2CAP", "Scheduling"]),
+        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers", "HCI", "L2CAP", "Scheduling"]),
         // GATT (Vol 3 Part G): the attribute database and server, and the client procedures.
-        .target(name: "GATT", dependencies: ["ByteCoding", "AssignedNumbers", "ATT", "L2CAP", "Scheduling", "LECrypto"]),
+        .target(name: "GATT", dependencies: [
+            "ByteCoding", "AssignedNumbers", "ATT", "HCI", "L2CAP", "Scheduling", "LECrypto",
+        ]),
         // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
         .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.

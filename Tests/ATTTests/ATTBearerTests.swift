@@ -1,4 +1,5 @@
 import ByteCoding
+import HCI
 import L2CAP
 import Scheduling
 import Testing
