@@ -47,8 +47,14 @@ let package = Package(
         .target(name: "HCI", dependencies: ["ByteCoding"]),
         // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
         .target(name: "HCITransport", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
-        // Helpers shared by test targets (capture checks with tshark, loopback ports, waits).
-        // Not part of any product.
+        // Test doubles, one small target per layer (not part of any product), so that a layer's
+        // tests link that layer only: a transport double, a scripted controller and a recording
+        // sink; a lower layer under L2CAP recording PDUs; an ATT channel.
+        .target(name: "HCITesting", dependencies: ["HCI", "HCITransport", "ByteCoding", "Scheduling"]),
+        .target(name: "L2CAPTesting", dependencies: ["L2CAP", "HCI", "ByteCoding"]),
+        .target(name: "ATTTesting", dependencies: ["ATT", "HCI", "ByteCoding"]),
+        // Helpers for tests of the whole stack (capture checks with tshark, loopback ports, waits,
+        // connected hosts, a recording CBCentralManager delegate). Not part of any product.
         .target(name: "TestSupport", dependencies: [
             "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController", "CoreBluetooth",
         ]),
@@ -102,9 +108,9 @@ let package = Package(
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [
-            "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
+            "HCITransport", "HCI", "ByteCoding", "Scheduling", "HCITesting", "TestSupport",
         ]),
-        .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding"]),
+        .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding", "L2CAPTesting"]),
         // The host device's client rules, with virtual controllers on a virtual radio.
         .testTarget(name: "HostDeviceTests", dependencies: [
             "HostDevice", "HostStack", "GATT", "ATT", "HCI", "HCITransport", "Scheduling", "VirtualController",
@@ -120,7 +126,7 @@ let package = Package(
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
-            "HCITransport", "TestSupport",
+            "HCITransport", "ATTTesting", "TestSupport",
         ]),
         .testTarget(name: "GATTTests", dependencies: [
             "GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling", "LECrypto",
@@ -139,9 +145,9 @@ let package = Package(
         .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth"]),
         // The example apps end to end, both sides on a virtual radio.
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "CoreBluetooth"]),
-        .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
+        .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
-            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",
+            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting", "TestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,24 +1,12 @@
 import ByteCoding
 import HCI
+import L2CAPTesting
 import Scheduling
 import Testing
 @testable import L2CAP
 
 /// Hex written with spaces for readability, compared without them.
 func hex(_ spaced: String) -> String { spaced.replacingOccurrences(of: " ", with: "") }
-
-/// Records what L2CAP sends down.
-final class FakeLowerLayer: L2CAPLowerLayer, @unchecked Sendable {
-    var sent: [[UInt8]] = []
-    var accepting = true
-    func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool {
-        guard accepting else { return false }
-        sent.append(pdu)
-        return true
-    }
-    func queuedPDUs(handle: ConnectionHandle) -> Int { 0 }
-    var sentHex: [String] { sent.map(\.hexString) }
-}
 
 final class Decider: L2CAPLinkDelegate {
     var asked: [ConnectionParameters] = []
