@@ -47,8 +47,14 @@ let package = Package(
         .target(name: "HCI", dependencies: ["ByteCoding"]),
         // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
         .target(name: "HCITransport", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
-        // Helpers shared by test targets (capture checks with tshark, loopback ports, waits).
-        // Not part of any product.
+        // Test doubles, one small target per layer (not part of any product), so that a layer's
+        // tests link that layer only: a transport double, a scripted controller and a recording
+        // sink; a lower layer under L2CAP recording PDUs; an ATT channel.
+        .target(name: "HCITesting", dependencies: ["HCI", "HCITransport", "ByteCoding", "Scheduling"]),
+        .target(name: "L2CAPTesting", dependencies: ["L2CAP", "HCI", "ByteCoding"]),
+        .target(name: "ATTTesting", dependencies: ["ATT", "HCI", "ByteCoding"]),
+        // Helpers for tests of the whole stack (capture checks with tshark, loopback ports, waits,
+        // connected hosts, a recording CBCentralManager delegate). Not part of any product.
         .target(name: "TestSupport", dependencies: [
             "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController", "CoreBluetooth",
         ]),
@@ -57,7 +63,7 @@ let package = Package(
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
         .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
         // L2CAP on LE-U (Vol 3 Part A): fixed channels, LE signalling, later credit-based channels.
-        .target(name: "L2CAP", dependencies: ["ByteCoding", "HCI", "HCIDriver", "Scheduling"]),
+        .target(name: "L2CAP", dependencies: ["ByteCoding", "HCI", "Scheduling"]),
         // The LE host on one controller: HCI driver + L2CAP links + GAP procedures (scan,
         // advertise, connect, encrypt), extended commands when the controller has them.
         .target(name: "HostStack", dependencies: ["HCI", "HCIDriver", "HCITransport", "L2CAP", "Scheduling"]),
@@ -77,9 +83,11 @@ let package = Package(
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
-        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers", "L2CAP", "Scheduling"]),
+        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers", "HCI", "L2CAP", "Scheduling"]),
         // GATT (Vol 3 Part G): the attribute database and server, and the client procedures.
-        .target(name: "GATT", dependencies: ["ByteCoding", "AssignedNumbers", "ATT", "L2CAP", "Scheduling", "LECrypto"]),
+        .target(name: "GATT", dependencies: [
+            "ByteCoding", "AssignedNumbers", "ATT", "HCI", "L2CAP", "Scheduling", "LECrypto",
+        ]),
         // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
         .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
@@ -106,9 +114,9 @@ let package = Package(
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [
-            "HCITransport", "HCI", "ByteCoding", "Scheduling", "TestSupport",
+            "HCITransport", "HCI", "ByteCoding", "Scheduling", "HCITesting", "TestSupport",
         ]),
-        .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding"]),
+        .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding", "L2CAPTesting"]),
         // The host device's client rules, with virtual controllers on a virtual radio.
         .testTarget(name: "HostDeviceTests", dependencies: [
             "HostDevice", "HostStack", "GATT", "ATT", "HCI", "HCITransport", "Scheduling", "VirtualController",
@@ -124,7 +132,7 @@ let package = Package(
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
-            "HCITransport", "TestSupport",
+            "HCITransport", "ATTTesting", "TestSupport",
         ]),
         .testTarget(name: "GATTTests", dependencies: [
             "GATT", "ATT", "AssignedNumbers", "ByteCoding", "L2CAP", "Scheduling", "LECrypto",
@@ -143,9 +151,9 @@ let package = Package(
         .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth"]),
         // The example apps end to end, both sides on a virtual radio.
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "CoreBluetooth"]),
-        .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling"]),
+        .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
-            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "TestSupport",
+            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting", "TestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

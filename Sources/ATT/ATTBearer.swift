@@ -1,3 +1,4 @@
+import HCI
 import L2CAP
 import Scheduling
 

@@ -1,3 +1,4 @@
+import HCI
 import L2CAP
 
 /// What an `ATTBearer` needs from the L2CAP channel under it: whole SDUs out and in, the link

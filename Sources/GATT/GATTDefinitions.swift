@@ -1,6 +1,7 @@
 import ATT
 import AssignedNumbers
 import ByteCoding
+import HCI
 import L2CAP
 
 /// The Characteristic Properties octet of a characteristic declaration (Core spec Vol 3

@@ -1,4 +1,5 @@
 import ATT
+import HCI
 import L2CAP
 
 /// An ATT bearer as a GATT server connection. It holds the bearer weakly: the bearer's owner

@@ -1,4 +1,5 @@
 import ATT
+import HCI
 import L2CAP
 
 /// What the GATT server needs from one client's ATT bearer. The bearer answers Exchange MTU

@@ -1,53 +1,12 @@
 import ByteCoding
 import HCI
-import HCIDriver
 import Scheduling
 
-/// The security an LE link has (Core spec Vol 3 Part C §10.2.1, LE security mode 1). The ATT
-/// server checks attribute permissions against it; SMP raises it.
-public enum LESecurityLevel: Int, Comparable, Sendable {
-    /// Level 1: no security.
-    case noSecurity = 1
-    /// Level 2: encrypted with an unauthenticated key (Just Works).
-    case unauthenticatedEncryption = 2
-    /// Level 3: encrypted with an authenticated key (passkey, OOB, numeric comparison).
-    case authenticatedEncryption = 3
-    /// Level 4: authenticated LE Secure Connections with a 128-bit key.
-    case authenticatedSecureConnections = 4
-
-    public static func < (a: LESecurityLevel, b: LESecurityLevel) -> Bool { a.rawValue < b.rawValue }
-    public var isEncrypted: Bool { self >= .unauthenticatedEncryption }
-}
-
 /// What L2CAP needs from the layer below: whole PDUs out on a connection, and how many wait.
-/// `HCIDriver` is it; tests use a double.
+/// `HCIDriver` is it (the conformance is in HostStack, which has both); tests use a double.
 public protocol L2CAPLowerLayer: AnyObject {
     func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool
     func queuedPDUs(handle: ConnectionHandle) -> Int
-}
-
-extension HCIDriver: L2CAPLowerLayer {}
-
-/// Connection parameters as LE signalling carries them (units: 1.25 ms, events, 10 ms).
-public struct ConnectionParameters: Hashable, Sendable {
-    public var intervalMin: UInt16
-    public var intervalMax: UInt16
-    public var latency: UInt16
-    public var timeout: UInt16
-    public init(intervalMin: UInt16, intervalMax: UInt16, latency: UInt16, timeout: UInt16) {
-        self.intervalMin = intervalMin
-        self.intervalMax = intervalMax
-        self.latency = latency
-        self.timeout = timeout
-    }
-
-    /// The ranges of Vol 3 Part A §4.20 / Vol 4 Part E §7.8.18, and a timeout longer than
-    /// (1 + latency) × interval × 2.
-    public var isValid: Bool {
-        (0x0006...0x0C80).contains(intervalMin) && (0x0006...0x0C80).contains(intervalMax) && intervalMin <= intervalMax
-            && latency <= 0x01F3 && (0x000A...0x0C80).contains(timeout)
-            && Int(timeout) * 10_000 > (1 + Int(latency)) * Int(intervalMax) * 1250 * 2
-    }
 }
 
 public enum L2CAPError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -80,7 +39,8 @@ public protocol L2CAPLinkDelegate: AnyObject {
     func link(_ link: L2CAPLink, acceptsConnectionParameterUpdate parameters: ConnectionParameters) -> Bool
 }
 
-/// A fixed L2CAP channel of a link (ATT, SMP): whole SDUs in and out.
+/// A fixed L2CAP channel of a link (ATT, SMP, LE signalling, or one a later layer registers
+/// with `L2CAPLink.register(fixedChannel:)`): whole SDUs in and out.
 public final class L2CAPFixedChannel: @unchecked Sendable {
     public let channelID: UInt16
     unowned let link: L2CAPLink
@@ -134,6 +94,12 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
 /// L2CAP on one LE-U logical link (Core spec Vol 3 Part A): the fixed channels, LE signalling
 /// and, until the security manager exists, an SMP stub that refuses pairing.
 ///
+/// Each link keeps a registry of its channels by CID (§2.1): the fixed ones (ATT 0x0004, LE
+/// signalling 0x0005, SMP 0x0006, and any a later layer registers in 0x0020–0x003E) in a small
+/// table indexed by CID, so that dispatching a PDU costs an array read; the dynamic range
+/// (0x0040–0x007F, credit-based channels) is reserved for the channels LE signalling will open.
+/// A PDU for a CID with no channel is dropped (§3.1).
+///
 /// Loop-confined: call it on its loop.
 public final class L2CAPLink: @unchecked Sendable {
     public let handle: ConnectionHandle
@@ -150,6 +116,15 @@ public final class L2CAPLink: @unchecked Sendable {
     /// The Security Manager's channel. Until SMP takes it over (by setting `onReceive`), pairing
     /// requests are answered with Pairing Failed "Pairing Not Supported".
     @exclusivity(unchecked) public private(set) var securityManager: L2CAPFixedChannel!
+    /// The LE signalling channel: the link's own (its handlers are the link's).
+    @exclusivity(unchecked) private var signaling: L2CAPFixedChannel!
+
+    /// The fixed channels by CID (index = CID, below `fixedChannelLimit`): one read per PDU.
+    @exclusivity(unchecked) private var fixedChannels = [L2CAPFixedChannel?](repeating: nil, count: 0x40)
+    /// The same channels in CID order, for telling them all (close, can send more).
+    @exclusivity(unchecked) private var channelsInOrder: [L2CAPFixedChannel] = []
+    /// CIDs below this are fixed channels on LE-U (§2.1, Table 2.3); 0x0040 starts the dynamic range.
+    public static let fixedChannelLimit: UInt16 = 0x0040
 
     /// The LE signalling MTU this side accepts (Vol 3 Part A §4: at least 23).
     public static let signalingMTU = 23
@@ -165,10 +140,44 @@ public final class L2CAPLink: @unchecked Sendable {
         self.role = role
         self.lower = lower
         self.loop = loop
-        att = L2CAPFixedChannel(channelID: L2CAPChannelID.att, link: self)
-        securityManager = L2CAPFixedChannel(channelID: L2CAPChannelID.securityManager, link: self)
+        // The fixed channels every LE-U link has register themselves.
+        att = register(fixedChannel: L2CAPChannelID.att)
+        signaling = register(fixedChannel: L2CAPChannelID.leSignaling)
+        signaling.onReceive = { [unowned self] payload in receiveSignaling(payload) }
+        securityManager = register(fixedChannel: L2CAPChannelID.securityManager)
         securityManager.onReceive = { [unowned self] sdu in refusePairing(sdu) }
     }
+
+    // MARK: Channels
+
+    /// Opens the fixed channel `channelID` on this link, for a layer above to set its handlers.
+    /// Nil when the CID is not a fixed one (0x0001–0x003F), already has a channel, or the link
+    /// is closed. ATT, LE signalling and SMP are registered when the link is made.
+    @discardableResult
+    public func register(fixedChannel channelID: UInt16) -> L2CAPFixedChannel? {
+        guard isOpen, channelID != 0, channelID < Self.fixedChannelLimit, fixedChannels[Int(channelID)] == nil else {
+            return nil
+        }
+        let channel = L2CAPFixedChannel(channelID: channelID, link: self)
+        fixedChannels[Int(channelID)] = channel
+        channelsInOrder.append(channel)
+        channelsInOrder.sort { $0.channelID < $1.channelID }
+        return channel
+    }
+
+    /// The channel registered for `channelID`, if any.
+    public func channel(for channelID: UInt16) -> L2CAPFixedChannel? {
+        channelID < Self.fixedChannelLimit ? fixedChannels[Int(channelID)] : nil
+    }
+
+    /// The CIDs that have a channel, in order.
+    public var channelIDs: [UInt16] { channelsInOrder.map(\.channelID) }
+
+    // Dynamic channels (later): LE credit-based and enhanced credit-based channels (§4.22–4.27,
+    // §10) take CIDs from `L2CAPChannelID.dynamicRange` (0x0040–0x007F) as LE signalling opens
+    // them. They get their own table here, looked up in `receive` where a dynamic CID is now
+    // dropped, told in `close` and `lowerLayerCanSendMore` like the fixed channels, and the
+    // signalling handlers below stop refusing their requests.
 
     func send(_ frame: BasicFrame) -> Bool { send(framed: frame.encode()) }
 
@@ -189,19 +198,18 @@ public final class L2CAPLink: @unchecked Sendable {
             log?("dropped: \(error)")
             return
         }
-        switch frame.channelID {
-        case L2CAPChannelID.att: att.onReceive?(frame.payload)
-        case L2CAPChannelID.securityManager: securityManager.onReceive?(frame.payload)
-        case L2CAPChannelID.leSignaling: receiveSignaling(frame.payload)
-        default:
-            // No such channel here: dropped (Vol 3 Part A §3.1).
-            log?("dropped a PDU for unknown channel 0x\(String(frame.channelID, radix: 16))")
+        let cid = frame.channelID
+        if cid < Self.fixedChannelLimit, let channel = fixedChannels[Int(cid)] {
+            channel.onReceive?(frame.payload)
+        } else {
+            // No such channel here: dropped (Vol 3 Part A §3.1). Dynamic CIDs (0x0040–0x007F)
+            // are to be looked up here once credit-based channels exist.
+            log?("dropped a PDU for unknown channel 0x\(String(cid, radix: 16))")
         }
     }
 
     private func sendSignaling(_ identifier: UInt8, _ command: SignalingCommand) {
-        _ = send(BasicFrame(channelID: L2CAPChannelID.leSignaling,
-                            payload: SignalingPacket(identifier: identifier, command: command).encode()))
+        signaling.send(SignalingPacket(identifier: identifier, command: command).encode())
     }
 
     private func reject(_ identifier: UInt8, _ reason: CommandRejectReason, data: [UInt8] = []) {
@@ -300,11 +308,10 @@ public final class L2CAPLink: @unchecked Sendable {
         }
     }
 
-    /// The layer below drained this link's outbound queue: tells the fixed channels' users.
+    /// The layer below drained this link's outbound queue: tells the channels' users.
     public func lowerLayerCanSendMore() {
         guard isOpen else { return }
-        att.onCanSendMore?()
-        securityManager.onCanSendMore?()
+        for channel in channelsInOrder { channel.onCanSendMore?() }
     }
 
     // MARK: Closing
@@ -319,8 +326,7 @@ public final class L2CAPLink: @unchecked Sendable {
             request.timer.cancel()
             request.completion(.failure(.disconnected))
         }
-        att.onClose?()
-        securityManager.onClose?()
+        for channel in channelsInOrder { channel.onClose?() }
     }
 
     // MARK: SMP until pairing exists

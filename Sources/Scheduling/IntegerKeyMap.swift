@@ -120,7 +120,10 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
 
     @inlinable
     public mutating func removeAll(keepingCapacity: Bool = false) {
-        guard keepingCapacity else { return self = IntegerKeyMap() }
+        guard keepingCapacity else {
+            self = IntegerKeyMap()
+            return
+        }
         guard _count > 0 else { return }
         for i in slotKeys.indices where slotKeys[i] != nil {
             slotKeys[i] = nil

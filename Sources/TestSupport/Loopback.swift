@@ -1,7 +1,5 @@
 import Foundation
 import Glibc
-import HCI
-import HCITransport
 import Scheduling
 import Synchronization
 
@@ -39,26 +37,6 @@ public func waitUntil(
         if ContinuousClock.now >= deadline { return false }
         usleep(1000)
     }
-}
-
-/// A sink that keeps what it is given, readable from any thread.
-public final class RecordingSink: HCIPacketSink {
-    private struct Record {
-        var packets: [HCIPacket] = []
-        var closes: [HCITransportError?] = []
-    }
-    private let record = Mutex(Record())
-
-    public init() {}
-
-    public func receive(_ packet: HCIPacket) { record.withLock { $0.packets.append(packet) } }
-    public func transportClosed(_ error: HCITransportError?) { record.withLock { $0.closes.append(error) } }
-
-    /// Packets received so far.
-    public var packets: [HCIPacket] { record.withLock { $0.packets } }
-    /// One entry per `transportClosed` call (there should never be more than one).
-    public var closes: [HCITransportError?] { record.withLock { $0.closes } }
-    public var isClosed: Bool { !closes.isEmpty }
 }
 
 /// A value shared between a test and callbacks on other threads.

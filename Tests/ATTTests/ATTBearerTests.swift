@@ -1,33 +1,10 @@
+import ATTTesting
 import ByteCoding
+import HCI
 import L2CAP
 import Scheduling
 import Testing
 @testable import ATT
-
-/// An ATT channel double: records what the bearer sends, delivers what the test says the peer
-/// sent, and has a queue depth the test sets.
-final class FakeATTChannel: ATTChannel, @unchecked Sendable {
-    var sent: [[UInt8]] = []
-    var onReceive: (([UInt8]) -> Void)?
-    var onClose: (() -> Void)?
-    var onCanSendMore: (() -> Void)?
-    var queuedPDUs = 0
-    var securityLevel = LESecurityLevel.noSecurity
-
-    func send(_ sdu: [UInt8]) -> Bool {
-        sent.append(sdu)
-        return true
-    }
-
-    /// The peer sent these bytes.
-    func deliver(_ hex: String) { onReceive?([UInt8](hex: hex)!) }
-
-    /// What the bearer sent since the last call, as hex strings.
-    func takeSent() -> [String] {
-        defer { sent = [] }
-        return sent.map(\.hexString)
-    }
-}
 
 /// A bearer on a fake channel and a manually paced loop.
 struct BearerHarness {

@@ -97,7 +97,10 @@ struct ByteReaderTests {
         #expect(throws: DecodeError("Reset: 2 unexpected trailing bytes")) { try reader.expectEnd() }
     }
 
-    enum Role: UInt8 { case central = 0, peripheral = 1 }
+    enum Role: UInt8 {
+        case central = 0
+        case peripheral = 1
+    }
 
     @Test func enumerationDecodesKnownValuesAndRejectsOthers() throws {
         var reader = ByteReader([0x01, 0x00, 0x2A, 0xFF], context: "Connection Complete")

@@ -54,7 +54,7 @@ struct GATTClientFuzzTests {
             client.writeValue([1, 2, 3], to: 0x0003) { done(base + 9)($0) }
             client.writeLongValue(Array(repeating: 7, count: 60), to: 0x0003) { done(base + 10)($0) }
             client.reliableWrite([(0x0003, [1]), (0x0005, [2, 3])]) { done(base + 11)($0) }
-            client.subscribe(to: characteristic, onValue: { _ in }) { done(base + 12)($0) }
+            client.subscribe(to: characteristic, onValue: { _ in }, completion: { done(base + 12)($0) })
             client.unsubscribe(from: characteristic, clientConfiguration: 0x0004) { done(base + 13)($0) }
             client.exchangeMTU { done(base + 14)($0) }
             _ = client.writeWithoutResponse([1], to: 0x0003)

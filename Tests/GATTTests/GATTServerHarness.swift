@@ -2,6 +2,7 @@ import ATT
 import AssignedNumbers
 import ByteCoding
 import GATT
+import HCI
 import L2CAP
 import Testing
 

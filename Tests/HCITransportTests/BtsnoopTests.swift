@@ -1,5 +1,6 @@
 import Foundation
 import HCI
+import HCITesting
 import HCITransport
 import Scheduling
 import TestSupport
@@ -110,17 +111,6 @@ struct BtsnoopTests {
     }
 }
 
-/// A transport whose "controller" is the test: records what is sent, injects what is received.
-final class ScriptedTransport: HCITransport, @unchecked Sendable {
-    private(set) var sent: [HCIPacket] = []
-    private var sink: HCIPacketSink?
-
-    func open(on loop: EventLoop, sink: HCIPacketSink) throws { self.sink = sink }
-    func send(_ packet: HCIPacket) { sent.append(packet) }
-    func close() { sink?.transportClosed(nil) }
-    func inject(_ packet: HCIPacket) { sink?.receive(packet) }
-}
-
 struct SnoopingTransportTests {
     /// A host bringing up a controller, scanning, and exchanging ATT MTU over a connection.
     /// Bytes derived by hand from Vol 4 Part E §7 and Vol 3 Parts A and F.
@@ -167,7 +157,7 @@ struct SnoopingTransportTests {
     @Test func recordsBothDirectionsAndTsharkDecodesThem() throws {
         let path = temporaryPath("exchange.btsnoop")
         defer { unlink(path) }
-        let scripted = ScriptedTransport()
+        let scripted = FakeTransport()
         let writer = try BtsnoopWriter(path: path)
         let transport = SnoopingTransport(wrapping: scripted, writer: writer)
         let sink = RecordingSink()

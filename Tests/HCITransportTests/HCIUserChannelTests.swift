@@ -1,5 +1,6 @@
 import Glibc
 import HCI
+import HCITesting
 @testable import HCITransport
 import Scheduling
 import TestSupport

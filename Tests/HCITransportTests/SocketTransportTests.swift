@@ -1,5 +1,6 @@
 import Glibc
 import HCI
+import HCITesting
 import HCITransport
 import Scheduling
 import TestSupport

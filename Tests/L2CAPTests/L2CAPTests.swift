@@ -1,24 +1,12 @@
 import ByteCoding
 import HCI
+import L2CAPTesting
 import Scheduling
 import Testing
 @testable import L2CAP
 
 /// Hex written with spaces for readability, compared without them.
 func hex(_ spaced: String) -> String { spaced.replacingOccurrences(of: " ", with: "") }
-
-/// Records what L2CAP sends down.
-final class FakeLowerLayer: L2CAPLowerLayer, @unchecked Sendable {
-    var sent: [[UInt8]] = []
-    var accepting = true
-    func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool {
-        guard accepting else { return false }
-        sent.append(pdu)
-        return true
-    }
-    func queuedPDUs(handle: ConnectionHandle) -> Int { 0 }
-    var sentHex: [String] { sent.map(\.hexString) }
-}
 
 final class Decider: L2CAPLinkDelegate {
     var asked: [ConnectionParameters] = []
@@ -200,5 +188,102 @@ struct L2CAPLinkTests {
         l.receive(BasicFrame(channelID: 4, payload: [1]).encode())
         loop.run(for: .seconds(60))
         #expect(results.count == 1)
+    }
+}
+
+/// Keeps a link's log lines (the log closure is `@Sendable`; the loop is the test's).
+final class LogLines: @unchecked Sendable {
+    var lines: [String] = []
+}
+
+@Suite("L2CAP channel registry")
+struct L2CAPChannelRegistryTests {
+    let loop = EventLoop(pacing: .manual)
+    let lower = FakeLowerLayer()
+
+    func link() -> L2CAPLink { L2CAPLink(handle: 0x40, role: .peripheral, lower: lower, loop: loop) }
+
+    @Test func theFixedChannelsRegisterThemselves() throws {
+        let l = link()
+        #expect(l.channelIDs == [0x0004, 0x0005, 0x0006])
+        #expect(l.channel(for: 0x0004) === l.att)
+        #expect(l.channel(for: 0x0006) === l.securityManager)
+        #expect(try #require(l.channel(for: 0x0005)).channelID == 0x0005)
+        #expect(l.channel(for: 0x0021) == nil)
+        #expect(l.channel(for: 0x0040) == nil)
+    }
+
+    @Test func registeringAFixedChannel() throws {
+        let l = link()
+        let channel = try #require(l.register(fixedChannel: 0x0021))
+        #expect(channel.channelID == 0x0021)
+        #expect(channel.connectionHandle == 0x40)
+        #expect(l.channel(for: 0x0021) === channel)
+        #expect(l.channelIDs == [0x0004, 0x0005, 0x0006, 0x0021])
+        // A CID has one channel; the null CID and the dynamic range are not fixed channels.
+        #expect(l.register(fixedChannel: 0x0021) == nil)
+        #expect(l.register(fixedChannel: 0x0004) == nil)
+        #expect(l.register(fixedChannel: 0x0000) == nil)
+        #expect(l.register(fixedChannel: 0x0040) == nil)
+        #expect(l.register(fixedChannel: 0xFFFF) == nil)
+        #expect(l.channel(for: 0x0004) === l.att)
+    }
+
+    @Test func pdusReachTheirChannelAndItSends() throws {
+        let l = link()
+        let channel = try #require(l.register(fixedChannel: 0x0021))
+        var received: [[UInt8]] = []
+        var att: [[UInt8]] = []
+        channel.onReceive = { received.append($0) }
+        l.att.onReceive = { att.append($0) }
+        l.receive(BasicFrame(channelID: 0x0021, payload: [1, 2, 3]).encode())
+        l.receive(BasicFrame(channelID: 0x0004, payload: [0x02, 0x17, 0x00]).encode())
+        l.receive(BasicFrame(channelID: 0x0021, payload: []).encode())
+        #expect(received == [[1, 2, 3], []])
+        #expect(att == [[0x02, 0x17, 0x00]])
+        #expect(channel.send([0xAA, 0xBB]))
+        #expect(lower.sentHex == [hex("0200 2100 aabb")])
+        // Reserved room for the header is filled in with this channel's CID.
+        #expect(channel.send(reserved: [0, 0, 0, 0, 0xCC]))
+        #expect(lower.sentHex.last == hex("0100 2100 cc"))
+    }
+
+    @Test func unknownCIDsAreDroppedWithALogLine() {
+        let l = link()
+        let log = LogLines()
+        l.log = { log.lines.append($0) }
+        var att = 0
+        l.att.onReceive = { _ in att += 1 }
+        for cid: UInt16 in [0x0000, 0x0021, 0x003F, 0x0040, 0x007F, 0x1234] {
+            l.receive(BasicFrame(channelID: cid, payload: [1]).encode())
+        }
+        #expect(att == 0)
+        #expect(lower.sent.isEmpty)
+        #expect(log.lines == ["0", "21", "3f", "40", "7f", "1234"].map { "dropped a PDU for unknown channel 0x\($0)" })
+    }
+
+    @Test func channelsAreClosedWhenTheLinkCloses() throws {
+        let l = link()
+        let channel = try #require(l.register(fixedChannel: 0x0021))
+        var told: [String] = []
+        l.att.onClose = { told.append("att closed") }
+        l.securityManager.onClose = { told.append("smp closed") }
+        channel.onClose = { told.append("0x21 closed") }
+        channel.onCanSendMore = { told.append("0x21 can send") }
+        var received = 0
+        channel.onReceive = { _ in received += 1 }
+        l.lowerLayerCanSendMore()
+        #expect(told == ["0x21 can send"])
+        l.close()
+        #expect(told == ["0x21 can send", "att closed", "smp closed", "0x21 closed"])
+        // Closed: nothing in or out, no more news, no new channels.
+        l.receive(BasicFrame(channelID: 0x0021, payload: [1]).encode())
+        #expect(received == 0)
+        #expect(!channel.send([1]))
+        #expect(lower.sent.isEmpty)
+        l.lowerLayerCanSendMore()
+        l.close()
+        #expect(told.count == 4)
+        #expect(l.register(fixedChannel: 0x0022) == nil)
     }
 }

@@ -135,7 +135,7 @@ struct SecureConnectionsTests {
 
     @Test func g2Sample() {
         let value = LECrypto.g2(u: Self.u, v: Self.v, x: Self.n1, y: Self.n2)
-        #expect(value == 0x2f9ed5ba)
+        #expect(value == 0x2f9e_d5ba)
         // The six digits shown to the user: 0x2f9ed5ba = 798938554.
         #expect(value % 1_000_000 == 938554)
     }
@@ -207,7 +207,7 @@ struct SessionKeyTests {
     }
 
     @Test func fromHalves() {
-        #expect(LECrypto.sessionKey(ltk: Self.ltk, skdm: 0xACBDCEDFE0F10213, skds: 0x0213243546576879)
+        #expect(LECrypto.sessionKey(ltk: Self.ltk, skdm: 0xACBD_CEDF_E0F1_0213, skds: 0x0213_2435_4657_6879)
                 == Self.sessionKey)
     }
 }

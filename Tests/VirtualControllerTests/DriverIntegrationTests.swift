@@ -1,6 +1,7 @@
 import Foundation
 import HCI
 import HCIDriver
+import HCITesting
 import HCITransport
 import Scheduling
 import TestSupport
