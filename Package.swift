@@ -53,10 +53,13 @@ let package = Package(
         .target(name: "HCITesting", dependencies: ["HCI", "HCITransport", "ByteCoding", "Scheduling"]),
         .target(name: "L2CAPTesting", dependencies: ["L2CAP", "HCI", "ByteCoding"]),
         .target(name: "ATTTesting", dependencies: ["ATT", "HCI", "ByteCoding"]),
-        // Helpers for tests of the whole stack (capture checks with tshark, loopback ports, waits,
-        // connected hosts, a recording CBCentralManager delegate). Not part of any product.
+        // Helpers for tests doing real I/O, on Foundation and Scheduling only (capture checks with
+        // tshark, loopback ports, temporary paths, waits). Not part of any product.
+        .target(name: "TestTools", dependencies: ["Scheduling"]),
+        // Helpers for tests of the whole stack (connected hosts, a recording CBCentralManager
+        // delegate), re-exporting TestTools. Not part of any product.
         .target(name: "TestSupport", dependencies: [
-            "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController", "CoreBluetooth",
+            "TestTools", "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController", "CoreBluetooth",
         ]),
         // The host side of HCI: command flow control and timeouts, ACL credits, fragmentation.
         .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
@@ -114,7 +117,7 @@ let package = Package(
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [
-            "HCITransport", "HCI", "ByteCoding", "Scheduling", "HCITesting", "TestSupport",
+            "HCITransport", "HCI", "ByteCoding", "Scheduling", "HCITesting", "TestTools",
         ]),
         .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding", "L2CAPTesting"]),
         // The host device's client rules, with virtual controllers on a virtual radio.
@@ -153,7 +156,7 @@ let package = Package(
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "CoreBluetooth"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
         .testTarget(name: "VirtualControllerTests", dependencies: [
-            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting", "TestSupport",
+            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting", "TestTools",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,7 +3,7 @@ import HCI
 import HCITesting
 @testable import HCITransport
 import Scheduling
-import TestSupport
+import TestTools
 import Testing
 
 struct HCIUserChannelTests {

@@ -3,7 +3,7 @@ import HCI
 import HCITesting
 import HCITransport
 import Scheduling
-import TestSupport
+import TestTools
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))

@@ -3,7 +3,7 @@ import HCI
 import HCITesting
 import HCITransport
 import Scheduling
-import TestSupport
+import TestTools
 import Testing
 
 /// Real loopback sockets: these tests wait (boundedly) for the reader threads.

@@ -4,7 +4,7 @@ import HCIDriver
 import HCITesting
 import HCITransport
 import Scheduling
-import TestSupport
+import TestTools
 import Testing
 @testable import VirtualController
 
