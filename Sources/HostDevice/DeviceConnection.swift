@@ -46,8 +46,19 @@ public final class DeviceConnection: @unchecked Sendable {
     public let bearer: ATTBearer
     /// The device's GATT server's view of this connection (the key its requests carry).
     public let serverConnection: GATTBearerConnection
-    /// The GATT client on this connection (Core Bluetooth queues whatever the app asks for).
-    public let client: GATTClient
+    /// The GATT client on this connection (Core Bluetooth queues whatever the app asks for),
+    /// made when first used: a peripheral-role connection mostly never needs one, and each
+    /// costs memory in fleets of thousands of connections.
+    public var client: GATTClient {
+        if let existing = clientStorage { return existing }
+        let client = GATTClient(bearer: bearer)
+        client.maximumQueuedProcedures = Int.max
+        client.log = log
+        clientStorage = client
+        return client
+    }
+    @exclusivity(unchecked) private var clientStorage: GATTClient?
+    private let log: (@Sendable (String) -> Void)?
     /// What the link's encryption is worth; the LTK request is answered from here.
     @exclusivity(unchecked) public internal(set) var security = ConnectionSecurity()
     /// Set once the owners heard of the connection (after the ATT MTU exchange as central).
@@ -55,8 +66,9 @@ public final class DeviceConnection: @unchecked Sendable {
     @exclusivity(unchecked) public internal(set) var isOpen = true
     /// An ATT request or indication went unanswered for 30 s: the device ended the link.
     @exclusivity(unchecked) public internal(set) var attTimedOut = false
-    /// The clients this connection belongs to (by `ObjectIdentifier` of the client).
-    @exclusivity(unchecked) var owners: Set<ObjectIdentifier> = []
+    /// The clients this connection belongs to (by `ObjectIdentifier` of the client), in the
+    /// order they took it; an array: one or two, and a set costs more memory per connection.
+    @exclusivity(unchecked) var owners: [ObjectIdentifier] = []
     @exclusivity(unchecked) var readyTimer: TimerHandle?
 
     init(le: LEConnection, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
@@ -64,9 +76,7 @@ public final class DeviceConnection: @unchecked Sendable {
         bearer = ATTBearer(channel: le.l2cap.att, loop: loop)
         bearer.log = log
         serverConnection = server.attach(bearer)
-        client = GATTClient(bearer: bearer)
-        client.maximumQueuedProcedures = Int.max
-        client.log = log
+        self.log = log
     }
 
     public var handle: ConnectionHandle { le.handle }

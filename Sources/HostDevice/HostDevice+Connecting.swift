@@ -14,7 +14,7 @@ extension HostDevice {
         guard !isClosed else { return }
         let id = ObjectIdentifier(client)
         if let existing = connections.values.first(where: { $0.peer == peer && $0.role == .central && $0.isOpen }) {
-            existing.owners.insert(id)
+            if !existing.owners.contains(id) { existing.owners.append(id) }
             // Already connected: the client hears it now (again, as on iOS, if it owned it),
             // or with the other owners once the link is ready.
             if existing.isReady { client.device(self, didConnect: existing) }
@@ -54,7 +54,7 @@ extension HostDevice {
             host.disconnect(connection.le)
             return
         }
-        connection.owners.remove(id)
+        connection.owners.removeAll { $0 == id }
         users[connection.handle]?.remove(id)
         // After the current job, as the other disconnections are reported.
         loop.execute { [weak self] in
@@ -109,7 +109,7 @@ extension HostDevice {
     private func failPending(_ peer: LEAddress, _ error: DeviceConnectError) {
         guard let index = pending.firstIndex(where: { $0.peer == peer }) else { return }
         let owners = pending.remove(at: index).owners
-        for client in clients(in: Set(owners)) { client.device(self, didFailToConnectTo: peer, error: error) }
+        for client in clients(in: owners) { client.device(self, didFailToConnectTo: peer, error: error) }
     }
 
     public func host(_ host: LEHost, didFailToConnectTo peer: LEAddress, status: HCIStatus) {
@@ -140,7 +140,7 @@ extension HostDevice {
         }
         let owners = pending.first { $0.peer == connection.peer }?.owners ?? []
         pending.removeAll { $0.peer == connection.peer }
-        connection.owners = Set(owners)
+        connection.owners = owners
         initiateNext()
         guard !connection.owners.isEmpty else {
             // Cancelled while the controller was connecting.

@@ -46,6 +46,8 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     @exclusivity(unchecked) var clients: [ClientEntry] = []
 
     @exclusivity(unchecked) public private(set) var connections: [ConnectionHandle: DeviceConnection] = [:]
+    /// Connections by their GATT server connection, filled as requests arrive (a connection
+    /// that never carries a request costs no entry: fleets of connections count every byte).
     @exclusivity(unchecked) var connectionsByServerConnection: [ObjectIdentifier: DeviceConnection] = [:]
     /// Clients that were told of traffic on a connection they do not own (requests for their
     /// services on it): they hear of its end too.
@@ -153,7 +155,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         if entry.isScanning { reconcileScan() }
         for peer in pending.filter({ $0.owners.contains(id) }).map(\.peer) { dropPendingOwner(id, of: peer) }
         for connection in connections.values where connection.owners.contains(id) {
-            connection.owners.remove(id)
+            connection.owners.removeAll { $0 == id }
             if connection.owners.isEmpty && connection.role == .central { host.disconnect(connection.le) }
         }
         for handle in users.keys { users[handle]?.remove(id) }
@@ -171,15 +173,20 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     }
 
     /// The live clients whose identifiers are in `ids`, in joining order.
-    func clients(in ids: Set<ObjectIdentifier>) -> [any HostDeviceClient] {
-        clients.compactMap { ids.contains($0.id) ? $0.client : nil }
+    func clients<IDs: Sequence<ObjectIdentifier>>(in ids: IDs) -> [any HostDeviceClient] {
+        let ids = Set(ids)
+        return clients.compactMap { ids.contains($0.id) ? $0.client : nil }
     }
 
     // MARK: - Connections
 
     /// The connection a GATT server request came on.
     public func connection(for serverConnection: any GATTServerConnection) -> DeviceConnection? {
-        connectionsByServerConnection[ObjectIdentifier(serverConnection)]
+        let key = ObjectIdentifier(serverConnection)
+        if let known = connectionsByServerConnection[key] { return known }
+        guard let found = connections.values.first(where: { $0.serverConnection === serverConnection }) else { return nil }
+        connectionsByServerConnection[key] = found
+        return found
     }
 
     /// Reads the connection's RSSI (dBm); fails when the controller cannot measure it.
@@ -214,13 +221,12 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     public func host(_ host: LEHost, didConnect le: LEConnection) {
         let connection = DeviceConnection(le: le, server: gattServer, loop: loop, log: log)
         connections[le.handle] = connection
-        connectionsByServerConnection[ObjectIdentifier(connection.serverConnection)] = connection
         watchBearer(of: connection)
         if le.role == .central {
             centralConnectionCompleted(connection)
         } else {
             // A peer connected to our advertising: it is every peripheral client's.
-            connection.owners = Set(clients.filter { $0.roles.contains(.peripheral) }.map(\.id))
+            connection.owners = clients.filter { $0.roles.contains(.peripheral) }.map(\.id)
             connection.isReady = true
             for client in clients(in: connection.owners) { client.device(self, didConnect: connection) }
         }
@@ -252,7 +258,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
             }
             return
         }
-        for client in clients(in: connection.owners.union(users)) {
+        for client in clients(in: Set(connection.owners).union(users)) {
             client.device(self, didDisconnect: connection, reason: reason)
         }
     }
