@@ -119,9 +119,9 @@ public final class L2CAPLink: @unchecked Sendable {
     /// The LE signalling channel: the link's own (its handlers are the link's).
     @exclusivity(unchecked) private var signaling: L2CAPFixedChannel!
 
-    /// The fixed channels by CID (index = CID, below `fixedChannelLimit`): one read per PDU.
-    @exclusivity(unchecked) private var fixedChannels = [L2CAPFixedChannel?](repeating: nil, count: 0x40)
-    /// The same channels in CID order, for telling them all (close, can send more).
+    /// The fixed channels in CID order: three or four per link, so a short scan finds one (a
+    /// table indexed by CID would cost half a KiB per link, and fleets have thousands of
+    /// links); ATT, the per-packet one, is checked first.
     @exclusivity(unchecked) private var channelsInOrder: [L2CAPFixedChannel] = []
     /// CIDs below this are fixed channels on LE-U (§2.1, Table 2.3); 0x0040 starts the dynamic range.
     public static let fixedChannelLimit: UInt16 = 0x0040
@@ -155,11 +155,11 @@ public final class L2CAPLink: @unchecked Sendable {
     /// is closed. ATT, LE signalling and SMP are registered when the link is made.
     @discardableResult
     public func register(fixedChannel channelID: UInt16) -> L2CAPFixedChannel? {
-        guard isOpen, channelID != 0, channelID < Self.fixedChannelLimit, fixedChannels[Int(channelID)] == nil else {
+        guard isOpen, channelID != 0, channelID < Self.fixedChannelLimit, channel(for: channelID) == nil else {
             return nil
         }
         let channel = L2CAPFixedChannel(channelID: channelID, link: self)
-        fixedChannels[Int(channelID)] = channel
+        if channelsInOrder.isEmpty { channelsInOrder.reserveCapacity(4) }
         channelsInOrder.append(channel)
         channelsInOrder.sort { $0.channelID < $1.channelID }
         return channel
@@ -167,7 +167,9 @@ public final class L2CAPLink: @unchecked Sendable {
 
     /// The channel registered for `channelID`, if any.
     public func channel(for channelID: UInt16) -> L2CAPFixedChannel? {
-        channelID < Self.fixedChannelLimit ? fixedChannels[Int(channelID)] : nil
+        if channelID == L2CAPChannelID.att, let att { return att }
+        for channel in channelsInOrder where channel.channelID == channelID { return channel }
+        return nil
     }
 
     /// The CIDs that have a channel, in order.
@@ -199,7 +201,7 @@ public final class L2CAPLink: @unchecked Sendable {
             return
         }
         let cid = frame.channelID
-        if cid < Self.fixedChannelLimit, let channel = fixedChannels[Int(cid)] {
+        if cid < Self.fixedChannelLimit, let channel = channel(for: cid) {
             channel.onReceive?(frame.payload)
         } else {
             // No such channel here: dropped (Vol 3 Part A §3.1). Dynamic CIDs (0x0040–0x007F)
