@@ -11,7 +11,7 @@ import Scheduling
 /// without response that feeds the link as fast as its buffers drain.
 ///
 /// Loop-confined.
-final class PeripheralLink: @unchecked Sendable {
+final class PeripheralLink: ATTBearerListener, @unchecked Sendable {
     let connection: LEConnection
     @exclusivity(unchecked) private weak var engine: CentralEngine?
     @exclusivity(unchecked) weak var peripheral: CBPeripheral?
@@ -48,7 +48,7 @@ final class PeripheralLink: @unchecked Sendable {
     var loop: EventLoop { bearer.loop }
 
     func start() {
-        bearer.onMTUChanged = { [weak self] mtu in self?.peripheral?.linkMTUChanged(mtu) }
+        bearer.addListener(self)
         client.onReadyToSendWriteWithoutResponse = { [weak self] in self?.drainWrites() }
         client.onServiceChanged = { [weak self] range in
             guard let self, let peripheral else { return }
@@ -71,6 +71,8 @@ final class PeripheralLink: @unchecked Sendable {
             self?.becomeReady()
         }
     }
+
+    func attBearerMTUDidChange(to mtu: Int) { peripheral?.linkMTUChanged(mtu) }
 
     private func becomeReady() {
         guard !isReady, !isClosed else { return }
