@@ -51,6 +51,8 @@ public enum ATTBearerError: Error, Hashable, Sendable, CustomStringConvertible {
 /// - **Rules it enforces**: the MTU exchange (once per direction), Request Not Supported for
 ///   unknown requests, Invalid PDU for malformed or oversized ones, unknown commands ignored,
 ///   and the 30-second transaction timeout, after which the bearer is closed for good.
+/// - **Its users** (server, client, the link's owner) hear MTU changes, readiness to send again
+///   and the close through `addListener(_:)`.
 ///
 /// Loop-confined: call it on its loop; every handler and completion is called there.
 public final class ATTBearer: @unchecked Sendable {
@@ -85,8 +87,6 @@ public final class ATTBearer: @unchecked Sendable {
 
     /// ATT_MTU: 23 until an exchange.
     @exclusivity(unchecked) public private(set) var mtu = ATTMTU.leDefault
-    /// Called when an exchange changes `mtu`.
-    @exclusivity(unchecked) public var onMTUChanged: ((Int) -> Void)?
     /// Whether this side sent its Exchange MTU Request.
     @exclusivity(unchecked) public private(set) var hasRequestedMTUExchange = false
     /// Whether this side answered the peer's Exchange MTU Request.
@@ -94,8 +94,6 @@ public final class ATTBearer: @unchecked Sendable {
     /// Set once the bearer has closed; nothing is sent or accepted after that.
     @exclusivity(unchecked) public private(set) var closeReason: CloseReason?
     public var isOpen: Bool { closeReason == nil }
-    /// Called once when the bearer closes, after every pending operation has failed.
-    @exclusivity(unchecked) public var onClose: ((CloseReason) -> Void)?
     /// The link's security level, for the server's permission checks.
     public var securityLevel: LESecurityLevel { channel?.securityLevel ?? .noSecurity }
 
@@ -107,8 +105,6 @@ public final class ATTBearer: @unchecked Sendable {
     @exclusivity(unchecked) public var onMultipleNotification: (([(handle: ATTHandle, value: [UInt8])]) -> Void)?
     /// A Handle Value Indication: handle, value. The bearer confirms it when this returns.
     @exclusivity(unchecked) public var onIndication: ((ATTHandle, [UInt8]) -> Void)?
-    /// `sendCommand` or `notify` returned false earlier and the link can take more now.
-    @exclusivity(unchecked) public var onReadyToSendCommands: (() -> Void)?
 
     private struct PendingRequest {
         var pdu: ATTPDU
@@ -117,6 +113,31 @@ public final class ATTBearer: @unchecked Sendable {
     @exclusivity(unchecked) private var waitingRequests = RingBuffer<PendingRequest>()
     @exclusivity(unchecked) private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
     @exclusivity(unchecked) private var refusedUnacknowledged = false
+
+    // MARK: Listeners
+
+    @exclusivity(unchecked) private var listeners: [ATTBearerListenerSlot] = []
+
+    /// Adds a listener (held weakly) for MTU changes, readiness to send and the close. Adding
+    /// one already listening does nothing.
+    public func addListener(_ listener: any ATTBearerListener) {
+        listeners.removeAll { $0.listener == nil }
+        guard !listeners.contains(where: { $0.listener === listener }) else { return }
+        listeners.append(ATTBearerListenerSlot(listener: listener))
+    }
+
+    public func removeListener(_ listener: any ATTBearerListener) {
+        listeners.removeAll { $0.listener == nil || $0.listener === listener }
+    }
+
+    /// Calls `body` with each listener, in the order they were added. The list is read as it
+    /// was when the call began: a listener added or removed meanwhile does not change it.
+    private func forEachListener(_ body: (any ATTBearerListener) -> Void) {
+        let current = listeners
+        for slot in current {
+            if let listener = slot.listener { body(listener) }
+        }
+    }
 
     // MARK: Server side
 
@@ -184,8 +205,8 @@ public final class ATTBearer: @unchecked Sendable {
 
     /// Sends a Write Command or Signed Write Command now. False when the bearer is closed, the
     /// PDU is not a command or is longer than ATT_MTU, or the link already has
-    /// `maximumQueuedPDUsForUnacknowledged` PDUs waiting; in that last case
-    /// `onReadyToSendCommands` is called when it can take more.
+    /// `maximumQueuedPDUsForUnacknowledged` PDUs waiting; in that last case listeners hear
+    /// `attBearerIsReadyToSend()` when it can take more.
     public func sendCommand(_ pdu: ATTPDU) -> Bool {
         guard isOpen, pdu.isCommand else { return false }
         let bytes = pdu.encode()
@@ -303,7 +324,7 @@ public final class ATTBearer: @unchecked Sendable {
     // MARK: - Server
 
     /// Sends a Handle Value Notification, its value cut to ATT_MTU − 3. False when the bearer is
-    /// closed or the link's queue is over its bound (then `onReadyToSendCommands` follows).
+    /// closed or the link's queue is over its bound (then `attBearerIsReadyToSend()` follows).
     public func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
         value.withUnsafeBytes { notify(handle: handle, bytes: $0) }
     }
@@ -516,7 +537,7 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     /// A PDU nobody acknowledges, which `send` hands to the channel unless the link's queue is
-    /// over its bound; a refusal is remembered, so `onReadyToSendCommands` follows the drain.
+    /// over its bound; a refusal is remembered, so `attBearerIsReadyToSend()` follows the drain.
     private func sendUnacknowledged(_ send: (any ATTChannel) -> Bool) -> Bool {
         guard let channel, send(channel) else {
             refusedUnacknowledged = true
@@ -528,17 +549,17 @@ public final class ATTBearer: @unchecked Sendable {
     private func channelCanSendMore() {
         guard isOpen, refusedUnacknowledged else { return }
         refusedUnacknowledged = false
-        onReadyToSendCommands?()
+        forEachListener { $0.attBearerIsReadyToSend() }
     }
 
     private func apply(mtu newMTU: Int) {
         guard newMTU != mtu else { return }
         mtu = newMTU
-        onMTUChanged?(newMTU)
+        forEachListener { $0.attBearerMTUDidChange(to: newMTU) }
     }
 
     /// Closes the bearer: `first` (the timed-out operation's failure) runs, then every other
-    /// pending operation fails, then the owner hears it.
+    /// pending operation fails, then the listeners hear it.
     private func shutDown(_ reason: CloseReason, first: (() -> Void)? = nil) {
         guard isOpen else { return }
         closeReason = reason
@@ -558,7 +579,7 @@ public final class ATTBearer: @unchecked Sendable {
         while let indication = waitingIndications.popFirst() { indication.completion(.failure(error)) }
         incomingRequests.removeAll()
         servingRequest = nil
-        onClose?(reason)
+        forEachListener { $0.attBearerDidClose(reason) }
     }
 }
 

@@ -14,7 +14,7 @@ import ByteCoding
 /// disconnection) — when the bearer closes, the running procedure and every waiting one fail.
 ///
 /// Loop-confined: call it on the bearer's loop; every handler and completion runs there.
-public final class GATTClient: @unchecked Sendable {
+public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     public let bearer: any GATTClientBearer
     /// Procedures that may wait behind the running one; more fail with `.queueFull`.
     @exclusivity(unchecked) public var maximumQueuedProcedures = 32
@@ -50,7 +50,7 @@ public final class GATTClient: @unchecked Sendable {
     @exclusivity(unchecked) private var isDispatching = false
 
     /// A client on `bearer`: it takes over the bearer's notification and indication handlers
-    /// and chains onto `onClose` and `onReadyToSendCommands`.
+    /// and listens to it for readiness to send and the close.
     public init(bearer: any GATTClientBearer) {
         self.bearer = bearer
         bearer.onNotification = { [weak self] handle, value in self?.deliver(handle, value, isIndication: false) }
@@ -58,16 +58,7 @@ public final class GATTClient: @unchecked Sendable {
             for (handle, value) in values { self?.deliver(handle, value, isIndication: false) }
         }
         bearer.onIndication = { [weak self] handle, value in self?.deliver(handle, value, isIndication: true) }
-        let previousReady = bearer.onReadyToSendCommands
-        bearer.onReadyToSendCommands = { [weak self] in
-            previousReady?()
-            self?.readyToSendCommands()
-        }
-        let previousClose = bearer.onClose
-        bearer.onClose = { [weak self] reason in
-            previousClose?(reason)
-            self?.bearerClosed(reason)
-        }
+        bearer.addListener(self)
         if !bearer.isOpen { closeError = .disconnected }
     }
 
@@ -405,7 +396,8 @@ public final class GATTClient: @unchecked Sendable {
         return true
     }
 
-    private func readyToSendCommands() {
+    /// The bearer can take commands again (`ATTBearerListener`).
+    public func attBearerIsReadyToSend() {
         guard !canSendWriteWithoutResponse else { return }
         canSendWriteWithoutResponse = true
         onReadyToSendWriteWithoutResponse?()
@@ -601,7 +593,8 @@ public final class GATTClient: @unchecked Sendable {
         startNext()
     }
 
-    private func bearerClosed(_ reason: ATTBearer.CloseReason) {
+    /// The bearer closed (`ATTBearerListener`): every procedure fails.
+    public func attBearerDidClose(_ reason: ATTBearer.CloseReason) {
         guard closeError == nil else { return }
         let error: GATTClientError = reason == .transactionTimeout ? .timeout : .disconnected
         closeError = error

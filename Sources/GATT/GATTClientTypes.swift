@@ -3,9 +3,9 @@ import AssignedNumbers
 
 /// What a `GATTClient` needs from its ATT bearer: `ATTBearer` is one; tests script one.
 ///
-/// The client takes over the notification and indication handlers, and chains onto `onClose`
-/// and `onReadyToSendCommands` (calling what was set before it), so a server on the same
-/// bearer keeps hearing them.
+/// The client takes over the notification and indication handlers, and listens to the bearer
+/// (`addListener`) for readiness to send and the close, beside whatever else listens (a server
+/// on the same bearer, the link's owner).
 public protocol GATTClientBearer: AnyObject {
     /// ATT_MTU now.
     var mtu: Int { get }
@@ -15,14 +15,15 @@ public protocol GATTClientBearer: AnyObject {
     func request(_ pdu: ATTPDU, completion: @escaping (Result<ATTPDU, ATTBearerError>) -> Void)
     /// The Exchange MTU procedure; completes with the new ATT_MTU.
     func exchangeMTU(completion: @escaping (Result<Int, ATTBearerError>) -> Void)
-    /// Sends a command now; false when the link cannot take it (`onReadyToSendCommands` follows).
+    /// Sends a command now; false when the link cannot take it (listeners hear
+    /// `attBearerIsReadyToSend()` when it can).
     func sendCommand(_ pdu: ATTPDU) -> Bool
     var onNotification: ((ATTHandle, [UInt8]) -> Void)? { get set }
     var onMultipleNotification: (([(handle: ATTHandle, value: [UInt8])]) -> Void)? { get set }
     /// Confirmed by the bearer when the handler returns.
     var onIndication: ((ATTHandle, [UInt8]) -> Void)? { get set }
-    var onReadyToSendCommands: (() -> Void)? { get set }
-    var onClose: ((ATTBearer.CloseReason) -> Void)? { get set }
+    /// Adds a listener, held weakly.
+    func addListener(_ listener: any ATTBearerListener)
 }
 
 extension ATTBearer: GATTClientBearer {}

@@ -2,52 +2,55 @@ import ATT
 import HCI
 import L2CAP
 
-/// An ATT bearer as a GATT server connection. It holds the bearer weakly: the bearer's owner
-/// (the host's connection) keeps it alive, and the bearer's callbacks keep this adapter.
-public final class GATTBearerConnection: GATTServerConnection, @unchecked Sendable {
-    public private(set) weak var bearer: ATTBearer?
+/// An ATT bearer as a GATT server connection, made by `GATTServer.attach(_:)`. It holds the
+/// bearer, so the server sends on it directly, and listens to it: readiness to send goes on
+/// with the connection's waiting updates, and the close ends the connection in the server. The
+/// server holds it while the connection is open; the bearer holds it only weakly.
+public final class GATTBearerConnection: GATTServerConnection, ATTBearerListener, @unchecked Sendable {
+    public let bearer: ATTBearer
+    @exclusivity(unchecked) private weak var server: GATTServer?
 
-    init(bearer: ATTBearer) { self.bearer = bearer }
+    init(bearer: ATTBearer, server: GATTServer) {
+        self.bearer = bearer
+        self.server = server
+    }
 
-    public var mtu: Int { bearer?.mtu ?? ATTMTU.leDefault }
-    public var securityLevel: LESecurityLevel { bearer?.securityLevel ?? .noSecurity }
+    public var mtu: Int { bearer.mtu }
+    public var securityLevel: LESecurityLevel { bearer.securityLevel }
 
-    public func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
-        bearer?.notify(handle: handle, value: value) ?? false
+    public func notify(handle: ATTHandle, bytes: UnsafeRawBufferPointer) -> Bool {
+        bearer.notify(handle: handle, bytes: bytes)
     }
 
     public func indicate(handle: ATTHandle, value: [UInt8], completion: @escaping (Bool) -> Void) {
-        guard let bearer else { return completion(false) }
         bearer.indicate(handle: handle, value: value) { result in
             if case .success = result { completion(true) } else { completion(false) }
         }
     }
+
+    public func attBearerIsReadyToSend() { server?.connectionIsReadyToSend(self) }
+
+    public func attBearerDidClose(_ reason: ATTBearer.CloseReason) { server?.connectionClosed(self) }
 }
 
 extension GATTServer {
-    /// Serves this database on `bearer`: its requests and commands come here, its readiness to
-    /// send again releases waiting updates, and its closing drops the connection's subscriptions.
-    /// Takes over the bearer's `onRequest` and `onCommand`; `onReadyToSendCommands` and `onClose`
-    /// handlers already set (a GATT client on the same bearer) keep being called.
+    /// Serves this database on `bearer`: its requests and commands come here (the bearer's
+    /// `onRequest` and `onCommand` are taken over), and the returned connection listens to it
+    /// (readiness to send, the close), beside the bearer's other listeners.
     @discardableResult
     public func attach(_ bearer: ATTBearer) -> GATTBearerConnection {
-        let connection = GATTBearerConnection(bearer: bearer)
+        let connection = GATTBearerConnection(bearer: bearer, server: self)
         connectionOpened(connection)
-        bearer.onRequest = { [weak self] request, responder in
-            guard let self else { return responder.respondError(.unlikelyError) }
+        // Weakly: the connection holds the bearer.
+        bearer.onRequest = { [weak self, weak connection] request, responder in
+            guard let self, let connection else { return responder.respondError(.unlikelyError) }
             self.handle(request, from: connection) { responder.respond($0) }
         }
-        bearer.onCommand = { [weak self] pdu in self?.handleCommand(pdu, from: connection) }
-        let previousReady = bearer.onReadyToSendCommands
-        bearer.onReadyToSendCommands = { [weak self] in
-            previousReady?()
-            self?.connectionIsReadyToSend(connection)
+        bearer.onCommand = { [weak self, weak connection] pdu in
+            guard let self, let connection else { return }
+            self.handleCommand(pdu, from: connection)
         }
-        let previousClose = bearer.onClose
-        bearer.onClose = { [weak self] reason in
-            previousClose?(reason)
-            self?.connectionClosed(connection)
-        }
+        bearer.addListener(connection)
         return connection
     }
 }

@@ -2,6 +2,7 @@ import ATT
 import AssignedNumbers
 import ByteCoding
 import L2CAP
+import Scheduling
 
 /// A read of a dynamic value, for the server's owner to answer.
 public struct GATTReadRequest {
@@ -23,7 +24,11 @@ public struct GATTWriteRequest {
 
 /// The GATT server (Core spec Vol 3 Part G §3–4 over Part F §3.4): the attribute database
 /// with the GAP and GATT services, answers to every ATT request, per-connection Client
-/// Characteristic Configuration, prepared write queues, notifications and indications.
+/// Characteristic Configuration, prepared write queues, and every server-initiated update —
+/// notifications and indications of values, and Service Changed — through one queue per
+/// connection (see `updateValue(_:forCharacteristic:onlyTo:)`).
+///
+/// The CCCD table here is the one record of who subscribed to what.
 ///
 /// Loop-confined: call it, and call every `respond` closure it hands out, on the bearer's
 /// event loop only.
@@ -35,16 +40,26 @@ public final class GATTServer: @unchecked Sendable {
     /// queued ones for an Execute Write. Apply all or none; call `respond` exactly once with nil
     /// or the error (attributed to the first request's handle).
     public var onWrite: (([GATTWriteRequest], _ respond: @escaping (ATTErrorCode?) -> Void) -> Void)?
-    /// A client changed its Client Characteristic Configuration of the characteristic whose
-    /// value has this handle (also to `[]` when it disconnects).
-    public var onSubscriptionChange: ((any GATTServerConnection, ATTHandle, GATTClientConfiguration) -> Void)?
-    /// After `updateValue` returned false: every send queue has room again.
-    public var onReadyToUpdateSubscribers: (() -> Void)?
+    /// A client's Client Characteristic Configuration of the characteristic whose value has
+    /// this handle changed from `old` to `new` (also to `[]` when it disconnects, or when the
+    /// service is removed).
+    public var onSubscriptionChange: ((_ connection: any GATTServerConnection, _ valueHandle: ATTHandle,
+                                       _ old: GATTClientConfiguration, _ new: GATTClientConfiguration) -> Void)?
+    /// This many updates for which `updateValue` returned false have now been handed to every
+    /// connection they were waiting for (or dropped with their connection, their
+    /// characteristic or its subscription). Called once per pass over the queues, not per
+    /// update; never for updates `updateValue` returned true for. Counted per `owner` (the
+    /// one `updateValue` was given: each user of a shared server has its own budget), one call
+    /// per owner with a non-zero count.
+    @exclusivity(unchecked) public var onUpdatesHandedOver: ((_ count: Int, _ owner: Int) -> Void)?
 
     /// Prepared writes one client may queue before Prepare Queue Full.
     public var preparedWriteLimit = 64
-    /// Indications waiting for their turn per connection before `updateValue` returns false.
-    public var indicationQueueLimit = 8
+    /// Indications handed to one connection and not confirmed yet, before that connection's
+    /// next update waits for a confirmation. The bearer sends one at a time anyway (§3.3.2) and
+    /// the next follows its confirmation at once, so 1 costs no throughput and keeps what is
+    /// not on the air in the server's queue, where unsubscribing or removing a service drops it.
+    @exclusivity(unchecked) public var indicationWindow = 1
 
     public private(set) var gapService: GATTServiceHandles!
     public private(set) var gattService: GATTServiceHandles!
@@ -61,9 +76,12 @@ public final class GATTServer: @unchecked Sendable {
 
     var database = GATTDatabase()
     private var cachedHash: [UInt8]?
-    private var connections: [ObjectIdentifier: ConnectionState] = [:]
-    /// Set when `updateValue` returned false, until `onReadyToUpdateSubscribers` is called.
-    private var owesReadiness = false
+    // Loop-confined and on the update path: no dynamic exclusivity checks.
+    @exclusivity(unchecked) var connections = IntegerKeyMap<ObjectIdentifier, ConnectionState>()
+    /// The open connections in the order they opened: updates to all subscribers go out in it.
+    @exclusivity(unchecked) var connectionList: [ConnectionState] = []
+    /// The update queues' bookkeeping (`GATTServer+Updates.swift`).
+    @exclusivity(unchecked) var tickets = UpdateTickets()
 
     public init(deviceName: String = "", appearance: UInt16 = 0) {
         self.deviceName = deviceName
@@ -101,24 +119,20 @@ public final class GATTServer: @unchecked Sendable {
 
     /// Removes a service (its handles become free); clients are told as for `addService`.
     public func removeService(_ id: GATTServiceID) throws(GATTDatabaseError) {
-        var configuredValues: [ATTHandle: ATTHandle] = [:]
-        if let record = database.services[id] {
-            for attribute in database.attributes(in: record.handles.range) {
-                if case .clientConfiguration(let valueHandle, _) = attribute.content { configuredValues[attribute.handle] = valueHandle }
-            }
-        }
         let range = try database.remove(id)
-        // Subscriptions to characteristics that are gone end; the handles may be reused.
-        for state in connections.values {
-            for (cccd, configuration) in state.clientConfigurations.sorted(by: { $0.key < $1.key }) where range.contains(cccd) {
-                state.clientConfigurations[cccd] = nil
-                if !configuration.isEmpty, let valueHandle = configuredValues[cccd] {
-                    onSubscriptionChange?(state.connection, valueHandle, [])
-                }
+        // Subscriptions to characteristics that are gone end, and updates still queued for them
+        // are dropped; the handles may be reused.
+        for state in connectionList {
+            let gone = state.clientConfigurations.filter { range.contains($0.key) }.sorted { $0.key < $1.key }
+            for (valueHandle, configuration) in gone {
+                state.clientConfigurations[valueHandle] = nil
+                onSubscriptionChange?(state.connection, valueHandle, configuration, [])
             }
             state.preparedWrites.removeAll { range.contains($0.handle) }
+            dropUpdates(of: state) { range.contains($0) }
         }
         databaseChanged(range)
+        reportHandedOver()
     }
 
     /// Removes every service but GAP and GATT.
@@ -161,19 +175,18 @@ public final class GATTServer: @unchecked Sendable {
 
     private func databaseChanged(_ range: ClosedRange<ATTHandle>) {
         cachedHash = nil
-        for state in connections.values {
+        for state in connectionList {
             state.isChangeAware = false
             state.awareOnNextRequest = false
         }
-        // Vol 3 Part G §7.1: the affected range, to every client that enabled indications.
+        // Vol 3 Part G §7.1: the affected range, to every client that enabled indications,
+        // in order with the updates already queued for it.
         var writer = ByteWriter(capacity: 4)
         writer.u16(range.lowerBound.rawValue)
         writer.u16(range.upperBound.rawValue)
-        let serviceChanged = gattService.characteristics[0]
-        for state in connections.values
-        where state.clientConfigurations[serviceChanged.clientConfiguration!]?.contains(.indication) == true {
-            state.indications.append(PendingIndication(handle: serviceChanged.value, value: writer.bytes))
-            sendNextIndication(state)
+        let serviceChanged = gattService.characteristics[0].value
+        for state in connectionList where state.clientConfigurations[serviceChanged]?.contains(.indication) == true {
+            offerOwnUpdate(writer.bytes, serviceChanged, to: state)
         }
     }
 
@@ -182,12 +195,18 @@ public final class GATTServer: @unchecked Sendable {
     final class ConnectionState {
         let connection: any GATTServerConnection
         var isOpen = true
-        /// Keyed by the CCCD's handle.
-        var clientConfigurations: [ATTHandle: GATTClientConfiguration] = [:]
+        /// What the client asked for, by characteristic value handle (the CCCD's own handle is
+        /// the attribute's); only non-empty configurations are kept.
+        @exclusivity(unchecked) var clientConfigurations = IntegerKeyMap<ATTHandle, GATTClientConfiguration>()
         var clientSupportedFeatures: UInt8 = 0
         var preparedWrites: [PreparedWrite] = []
-        var indications: [PendingIndication] = []
-        var indicationInFlight = false
+        /// Updates waiting for this connection, in order; the first one was refused.
+        @exclusivity(unchecked) var updates = UpdateQueue()
+        /// Indications handed to the connection and not confirmed (or failed) yet.
+        @exclusivity(unchecked) var indicationsInFlight = 0
+        /// Set while `pump` sends from `updates`; `pumpAgain` when a pump was asked for meanwhile.
+        @exclusivity(unchecked) var isPumping = false
+        @exclusivity(unchecked) var pumpAgain = false
         // Robust caching (Vol 3 Part G §2.5.2.1), for clients that set the Robust Caching bit.
         var isChangeAware = true
         /// Database Out Of Sync was sent, or the Database Hash read, since the last change: the
@@ -203,16 +222,12 @@ public final class GATTServer: @unchecked Sendable {
         let value: [UInt8]
     }
 
-    struct PendingIndication {
-        let handle: ATTHandle
-        let value: [UInt8]
-    }
-
     private func state(for connection: any GATTServerConnection) -> ConnectionState {
         let id = ObjectIdentifier(connection)
         if let state = connections[id] { return state }
         let state = ConnectionState(connection)
         connections[id] = state
+        connectionList.append(state)
         return state
     }
 
@@ -220,99 +235,33 @@ public final class GATTServer: @unchecked Sendable {
     public func connectionOpened(_ connection: any GATTServerConnection) { _ = state(for: connection) }
 
     /// Forgets a connection: its subscriptions end (each reported as `[]`), its prepared writes
-    /// and queued indications are dropped, and late answers to its requests are ignored.
+    /// and queued updates are dropped (updates that waited only for it count as handed over),
+    /// and late answers to its requests are ignored.
     public func connectionClosed(_ connection: any GATTServerConnection) {
         guard let state = connections.removeValue(forKey: ObjectIdentifier(connection)) else { return }
+        connectionList.removeAll { $0 === state }
         state.isOpen = false
         state.preparedWrites = []
-        state.indications = []
-        for (cccd, configuration) in state.clientConfigurations.sorted(by: { $0.key < $1.key }) where !configuration.isEmpty {
-            if case .clientConfiguration(let valueHandle, _) = database[cccd]?.content {
-                onSubscriptionChange?(connection, valueHandle, [])
-            }
+        dropUpdates(of: state) { _ in true }
+        let ended = state.clientConfigurations.sorted { $0.key < $1.key }
+        state.clientConfigurations = [:]
+        for (valueHandle, configuration) in ended {
+            onSubscriptionChange?(connection, valueHandle, configuration, [])
         }
-    }
-
-    /// The bearer's send queue has room again.
-    public func connectionIsReadyToSend(_ connection: any GATTServerConnection) {
-        reportReadinessIfOwed()
-    }
-
-    private func reportReadinessIfOwed() {
-        guard owesReadiness else { return }
-        owesReadiness = false
-        onReadyToUpdateSubscribers?()
+        reportHandedOver()
     }
 
     /// What `connection` asked for the characteristic whose value has `valueHandle`.
     public func clientConfiguration(ofCharacteristic valueHandle: ATTHandle, for connection: any GATTServerConnection)
         -> GATTClientConfiguration
     {
-        guard let cccd = clientConfigurationHandle(ofCharacteristic: valueHandle) else { return [] }
-        return connections[ObjectIdentifier(connection)]?.clientConfigurations[cccd] ?? []
+        connections[ObjectIdentifier(connection)]?.clientConfigurations[valueHandle] ?? []
     }
 
-    /// Connections subscribed (notify or indicate) to the characteristic.
+    /// Connections subscribed (notify or indicate) to the characteristic, in the order they
+    /// opened.
     public func subscribers(ofCharacteristic valueHandle: ATTHandle) -> [any GATTServerConnection] {
-        guard let cccd = clientConfigurationHandle(ofCharacteristic: valueHandle) else { return [] }
-        return connections.values.filter { $0.clientConfigurations[cccd]?.isEmpty == false }.map(\.connection)
-    }
-
-    /// The CCCD that follows a characteristic value, before the next declaration.
-    private func clientConfigurationHandle(ofCharacteristic valueHandle: ATTHandle) -> ATTHandle? {
-        guard let start = database.index(of: valueHandle) else { return nil }
-        for attribute in database.attributes[(start + 1)...] {
-            if case .clientConfiguration(let value, _) = attribute.content, value == valueHandle { return attribute.handle }
-            if [.primaryService, .secondaryService, .include, .characteristic].contains(attribute.type) { break }
-        }
-        return nil
-    }
-
-    // MARK: - Notifications and indications
-
-    /// Sends `value` (cut to ATT_MTU − 3) to each subscriber of the characteristic among
-    /// `connections` (all when nil): a notification or an indication as its CCCD says
-    /// (notification when both are enabled). Indications go one at a time per connection,
-    /// each after the previous one's confirmation.
-    ///
-    /// - Returns: false when some subscriber's queue refused it (the others got it);
-    ///   `onReadyToUpdateSubscribers` follows once there is room.
-    @discardableResult
-    public func updateValue(_ value: [UInt8], forCharacteristic valueHandle: ATTHandle,
-                            onlyTo targets: [any GATTServerConnection]? = nil) -> Bool {
-        guard let cccd = clientConfigurationHandle(ofCharacteristic: valueHandle) else { return true }
-        let states = targets.map { $0.compactMap { connections[ObjectIdentifier($0)] } } ?? Array(connections.values)
-        var refused = false
-        for state in states {
-            guard let configuration = state.clientConfigurations[cccd], !configuration.isEmpty else { continue }
-            let part = Array(value.prefix(ATTMTU.maximumNotificationValueLength(mtu: state.connection.mtu)))
-            if configuration.contains(.notification) {
-                if !state.connection.notify(handle: valueHandle, value: part) { refused = true }
-            } else if state.indications.count >= indicationQueueLimit {
-                refused = true
-            } else {
-                state.indications.append(PendingIndication(handle: valueHandle, value: part))
-                sendNextIndication(state)
-            }
-        }
-        if refused { owesReadiness = true }
-        return !refused
-    }
-
-    private func sendNextIndication(_ state: ConnectionState) {
-        guard state.isOpen, !state.indicationInFlight, !state.indications.isEmpty else { return }
-        let next = state.indications.removeFirst()
-        state.indicationInFlight = true
-        let value = Array(next.value.prefix(ATTMTU.maximumNotificationValueLength(mtu: state.connection.mtu)))
-        let serviceChangedHandle = gattService.characteristics[0].value
-        state.connection.indicate(handle: next.handle, value: value) { [weak self, weak state] confirmed in
-            guard let self, let state, state.isOpen else { return }
-            state.indicationInFlight = false
-            // A confirmed Service Changed indication makes the client change-aware.
-            if confirmed && next.handle == serviceChangedHandle { state.isChangeAware = true }
-            self.sendNextIndication(state)
-            if state.indications.count < self.indicationQueueLimit { self.reportReadinessIfOwed() }
-        }
+        connectionList.filter { $0.clientConfigurations[valueHandle] != nil }.map(\.connection)
     }
 
     // MARK: - Requests
@@ -509,8 +458,8 @@ public final class GATTServer: @unchecked Sendable {
         let whole: [UInt8]
         switch attribute.content {
         case .constant(let value), .stored(let value): whole = value
-        case .clientConfiguration:
-            let bits = state.clientConfigurations[attribute.handle]?.rawValue ?? 0
+        case .clientConfiguration(let valueHandle, _):
+            let bits = state.clientConfigurations[valueHandle]?.rawValue ?? 0
             whole = [UInt8(truncatingIfNeeded: bits), UInt8(bits >> 8)]
         case .clientSupportedFeatures: whole = [state.clientSupportedFeatures]
         case .databaseHash: whole = databaseHash
@@ -577,9 +526,15 @@ public final class GATTServer: @unchecked Sendable {
             // Bits the characteristic's properties do not offer, and reserved bits, cannot be set.
             guard allowed.isSuperset(of: configuration) else { return .failure(.cccdImproperlyConfigured) }
             return .success { [self] in
-                let old = state.clientConfigurations[attribute.handle] ?? []
-                state.clientConfigurations[attribute.handle] = configuration
-                if old != configuration { onSubscriptionChange?(state.connection, valueHandle, configuration) }
+                let old = state.clientConfigurations[valueHandle] ?? []
+                guard old != configuration else { return }
+                state.clientConfigurations[valueHandle] = configuration.isEmpty ? nil : configuration
+                onSubscriptionChange?(state.connection, valueHandle, old, configuration)
+                // What waits may now go as the other kind, or be dropped.
+                if !state.updates.isEmpty {
+                    pump(state)
+                    reportHandedOver()
+                }
             }
         case .clientSupportedFeatures:
             // §7.2: at least the first octet; a client may not clear a bit it has set.
@@ -635,8 +590,8 @@ public final class GATTServer: @unchecked Sendable {
     private func currentValue(_ attribute: Attribute, _ state: ConnectionState) -> [UInt8] {
         switch attribute.content {
         case .constant(let value), .stored(let value): return value
-        case .clientConfiguration:
-            let bits = state.clientConfigurations[attribute.handle]?.rawValue ?? 0
+        case .clientConfiguration(let valueHandle, _):
+            let bits = state.clientConfigurations[valueHandle]?.rawValue ?? 0
             return [UInt8(truncatingIfNeeded: bits), UInt8(bits >> 8)]
         case .clientSupportedFeatures: return [state.clientSupportedFeatures]
         case .databaseHash: return databaseHash

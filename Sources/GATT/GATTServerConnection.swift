@@ -4,7 +4,9 @@ import L2CAP
 
 /// What the GATT server needs from one client's ATT bearer. The bearer answers Exchange MTU
 /// itself, passes requests to `GATTServer.handle(_:from:respond:)` and commands to
-/// `GATTServer.handleCommand(_:from:)`, and tells the server when it closes.
+/// `GATTServer.handleCommand(_:from:)`, tells the server when its send queue has room again
+/// (`GATTServer.connectionIsReadyToSend(_:)`) and when it closes (`connectionClosed(_:)`).
+/// `GATTServer.attach(_:)` does all of that for an `ATTBearer`.
 public protocol GATTServerConnection: AnyObject {
     /// ATT_MTU as negotiated (23 before an exchange).
     var mtu: Int { get }
@@ -14,12 +16,14 @@ public protocol GATTServerConnection: AnyObject {
     /// encryption on an unencrypted link is answered Insufficient Encryption (the client can just
     /// encrypt) rather than Insufficient Authentication (it must pair first).
     var hasEncryptionKey: Bool { get }
-    /// Sends a Handle Value Notification. False when the send queue is full (nothing sent);
-    /// the bearer then calls `GATTServer.connectionIsReadyToSend(_:)` once there is room.
-    func notify(handle: ATTHandle, value: [UInt8]) -> Bool
-    /// Sends a Handle Value Indication. `completion` gets true when the confirmation arrives,
+    /// Sends a Handle Value Notification of `bytes` (valid only during the call) cut to
+    /// ATT_MTU − 3. False when the send queue is full (nothing sent); the server is then told
+    /// through `GATTServer.connectionIsReadyToSend(_:)` once there is room.
+    func notify(handle: ATTHandle, bytes: UnsafeRawBufferPointer) -> Bool
+    /// Sends a Handle Value Indication of `value` cut to ATT_MTU − 3 (when it goes out: it may
+    /// wait behind the one outstanding). `completion` gets true when the confirmation arrives,
     /// false when the indication cannot be confirmed (transaction timeout, link closed). The
-    /// server sends one at a time per connection.
+    /// server hands over at most `GATTServer.indicationWindow` unconfirmed ones at a time.
     func indicate(handle: ATTHandle, value: [UInt8], completion: @escaping (Bool) -> Void)
 }
 

@@ -75,10 +75,14 @@ extension HostDevice {
             use(connection, by: client)
             client.device(self, write: requests, on: connection, respond: respond)
         }
-        gattServer.onSubscriptionChange = { [weak self] serverConnection, handle, configuration in
+        gattServer.onSubscriptionChange = { [weak self] serverConnection, handle, old, configuration in
             guard let self, let connection = connection(for: serverConnection), let client = owner(of: handle) else { return }
             if !configuration.isEmpty { use(connection, by: client) }
-            client.device(self, subscriptionChanged: configuration, forCharacteristic: handle, on: connection)
+            client.device(self, subscriptionChanged: configuration, from: old, forCharacteristic: handle, on: connection)
+        }
+        gattServer.onUpdatesHandedOver = { [weak self] count, owner in
+            guard let self else { return }
+            clients.first { $0.updateOwner == owner }?.client?.device(self, updatesHandedOver: count)
         }
     }
 }

@@ -41,6 +41,8 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         var roles: HostDeviceRoles
         var isScanning = false
         var advertisingSet: UInt8?
+        /// The owner number its updates carry in the GATT server (the smallest free one).
+        let updateOwner: Int
     }
     /// In the order they joined: callbacks reach them in that order.
     @exclusivity(unchecked) var clients: [ClientEntry] = []
@@ -141,7 +143,15 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         dispatchPrecondition()
         let id = ObjectIdentifier(client)
         guard !clients.contains(where: { $0.id == id }) else { return }
-        clients.append(ClientEntry(client: client, id: id, roles: roles))
+        let taken = Set(clients.map(\.updateOwner))
+        let owner = (0...).first { !taken.contains($0) }!
+        clients.append(ClientEntry(client: client, id: id, roles: roles, updateOwner: owner))
+    }
+
+    /// The owner number `client`'s updates carry in ``gattServer`` (`updateValue(…owner:)`):
+    /// the server reports their hand-over per owner, so each client keeps its own budget.
+    public func updateOwner(of client: any HostDeviceClient) -> Int? {
+        entryIndex(client).map { clients[$0].updateOwner }
     }
 
     /// Removes a client and everything it had: its scan, its pending connections, its share of
@@ -221,7 +231,8 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     public func host(_ host: LEHost, didConnect le: LEConnection) {
         let connection = DeviceConnection(le: le, server: gattServer, loop: loop, log: log)
         connections[le.handle] = connection
-        watchBearer(of: connection)
+        connection.device = self
+        connection.bearer.addListener(connection)
         if le.role == .central {
             centralConnectionCompleted(connection)
         } else {
@@ -234,15 +245,11 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     /// An ATT request or indication left unanswered for 30 s leaves the bearer dead (Vol 3
     /// Part F §3.3.3): the link is of no use after that, so it goes.
-    private func watchBearer(of connection: DeviceConnection) {
-        let previousClose = connection.bearer.onClose
-        connection.bearer.onClose = { [weak self, weak connection] reason in
-            previousClose?(reason)
-            guard reason == .transactionTimeout, let self, let connection, connection.isOpen else { return }
-            log?("\(connection.peer) left an ATT transaction unanswered for 30 s; disconnecting")
-            connection.attTimedOut = true
-            self.host.disconnect(connection.le)
-        }
+    func attTransactionTimedOut(on connection: DeviceConnection) {
+        guard connection.isOpen else { return }
+        log?("\(connection.peer) left an ATT transaction unanswered for 30 s; disconnecting")
+        connection.attTimedOut = true
+        host.disconnect(connection.le)
     }
 
     public func host(_ host: LEHost, didDisconnect le: LEConnection, reason: HCIStatus) {

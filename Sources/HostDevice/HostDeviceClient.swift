@@ -38,7 +38,10 @@ public protocol HostDeviceClient: AnyObject {
     /// A peer changed its subscription to one of this client's characteristics (also to `[]`
     /// when it disconnects).
     func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
-                forCharacteristic valueHandle: ATTHandle, on connection: DeviceConnection)
+                from old: GATTClientConfiguration, forCharacteristic valueHandle: ATTHandle, on connection: DeviceConnection)
+    /// This many of this client's updates that had to wait (`GATTServer.updateValue` with its
+    /// `updateOwner`) were handed over to every connection they waited for, or dropped.
+    func device(_ device: HostDevice, updatesHandedOver count: Int)
 
     /// The controller is gone (transport closed, powered off): every connection, scan and
     /// advertisement of the device ended with it.
@@ -57,7 +60,9 @@ extension HostDeviceClient {
     public func device(_ device: HostDevice, write requests: [GATTWriteRequest], on connection: DeviceConnection,
                        respond: @escaping (ATTErrorCode?) -> Void) { respond(.unlikelyError) }
     public func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
-                       forCharacteristic valueHandle: ATTHandle, on connection: DeviceConnection) {}
+                       from old: GATTClientConfiguration, forCharacteristic valueHandle: ATTHandle,
+                       on connection: DeviceConnection) {}
+    public func device(_ device: HostDevice, updatesHandedOver count: Int) {}
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {}
 }
 

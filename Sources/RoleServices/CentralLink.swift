@@ -28,7 +28,7 @@ public protocol CentralLinkEvents: AnyObject {
 /// fast as its buffers drain.
 ///
 /// Loop-confined.
-public final class CentralLink: @unchecked Sendable {
+public final class CentralLink: ATTBearerListener, @unchecked Sendable {
     public let connection: DeviceConnection
     /// Who hears of the link on the API side; nil until the API side takes the link.
     @exclusivity(unchecked) public weak var events: CentralLinkEvents?
@@ -54,17 +54,15 @@ public final class CentralLink: @unchecked Sendable {
     /// connection, queued before anything the app asks: learn the peripheral's GAP name, and
     /// ask for Service Changed indications.
     func start() {
-        let previousMTU = bearer.onMTUChanged
-        bearer.onMTUChanged = { [weak self] mtu in
-            previousMTU?(mtu)
-            self?.events?.linkMTUChanged(mtu)
-        }
+        bearer.addListener(self)
         client.onReadyToSendWriteWithoutResponse = { [weak self] in self?.drainWrites() }
         client.onServiceChanged = { [weak self] range in self?.events?.linkServicesChanged(range) }
         events?.linkMTUChanged(bearer.mtu)
         readDeviceName()
         subscribeToServiceChanged()
     }
+
+    public func attBearerMTUDidChange(to mtu: Int) { events?.linkMTUChanged(mtu) }
 
     private func readDeviceName() {
         client.readValues(ofType: .deviceName) { [weak self] result in
@@ -116,6 +114,7 @@ public final class CentralLink: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         writes.removeAll()
+        bearer.removeListener(self)
         events?.linkClosed()
     }
 }

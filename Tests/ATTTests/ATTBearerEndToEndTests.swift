@@ -17,13 +17,12 @@ struct ATTBearerEndToEndTests {
         let (client, server, link) = try pair.connect()
         client.preferredMTU = clientMTU
         server.preferredMTU = serverMTU
-        var serverMTUChanges: [Int] = []
-        server.onMTUChanged = { serverMTUChanges.append($0) }
+        let serverEvents = BearerEvents(server)
         let expectedMTU = min(clientMTU, serverMTU)
 
         #expect(try pair.run { client.exchangeMTU(completion: $0) } == expectedMTU)
         #expect(client.mtu == expectedMTU && server.mtu == expectedMTU)
-        #expect(serverMTUChanges == (expectedMTU == ATTMTU.leDefault ? [] : [expectedMTU]))
+        #expect(serverEvents.mtuChanges == (expectedMTU == ATTMTU.leDefault ? [] : [expectedMTU]))
 
         // The server answers a Read Request 50 ms later with a value that fills the MTU.
         let value = (0..<(expectedMTU - 1)).map { UInt8(truncatingIfNeeded: $0) }
@@ -59,12 +58,10 @@ struct ATTBearerEndToEndTests {
         #expect(commands == [.writeCommand(.init(attributeHandle: 0x0005, attributeValue: [0x01, 0x02]))])
 
         // Disconnecting closes both bearers.
-        var closes: [ATTBearer.CloseReason] = []
-        client.onClose = { closes.append($0) }
-        server.onClose = { closes.append($0) }
+        let events = BearerEvents(client, server)
         pair.central.disconnect(link)
-        pair.loop.run(until: { closes.count == 2 }, timeout: .seconds(2))
-        #expect(closes == [.disconnected, .disconnected])
+        pair.loop.run(until: { events.closes.count == 2 }, timeout: .seconds(2))
+        #expect(events.closes == [.disconnected, .disconnected])
     }
 
     @Test(arguments: [(517, 247), (517, 517), (23, 517)])
@@ -77,14 +74,13 @@ struct ATTBearerEndToEndTests {
         let (client, server, _) = try pair.connect()
         var held: [ATTResponder] = []
         server.onRequest = { _, responder in held.append(responder) }
-        var closed: ATTBearer.CloseReason?
-        client.onClose = { closed = $0 }
+        let events = BearerEvents(client)
         let start = pair.loop.now
         #expect(throws: ATTBearerError.timeout) {
             try pair.run { client.request(.readRequest(.init(attributeHandle: 0x0003)), completion: $0) }
         }
         #expect(pair.loop.now - start >= .seconds(30) && pair.loop.now - start < .seconds(31))
-        #expect(closed == .transactionTimeout && held.count == 1)
+        #expect(events.closes == [.transactionTimeout] && held.count == 1)
     }
 
     @Test func writeCommandsStopWhenTheControllerQueueFillsAndResumeWhenItDrains() throws {
@@ -93,16 +89,15 @@ struct ATTBearerEndToEndTests {
         client.maximumQueuedPDUsForUnacknowledged = 2
         var received: [UInt8] = []
         server.onCommand = { if case .writeCommand(let w) = $0 { received += w.attributeValue } }
-        var ready = 0
-        client.onReadyToSendCommands = { ready += 1 }
+        let events = BearerEvents(client)
         // The controller takes 12 PDUs at once; then two wait in the driver, and the next is refused.
         var accepted: UInt8 = 0
         while accepted < 100, client.sendCommand(.writeCommand(.init(attributeHandle: 0x0005, attributeValue: [accepted]))) {
             accepted += 1
         }
         #expect(accepted == 14)
-        pair.loop.run(until: { ready > 0 }, timeout: .seconds(2))
-        #expect(ready == 1)
+        pair.loop.run(until: { events.ready > 0 }, timeout: .seconds(2))
+        #expect(events.ready == 1)
         #expect(client.sendCommand(.writeCommand(.init(attributeHandle: 0x0005, attributeValue: [accepted]))))
         pair.loop.run(until: { received.count == Int(accepted) + 1 }, timeout: .seconds(2))
         #expect(received == Array(0...accepted))

@@ -15,6 +15,19 @@ struct BearerHarness {
     init() { bearer = ATTBearer(channel: channel, loop: loop) }
 }
 
+/// Records what bearers tell their listeners, in order. The bearer holds it weakly: keep it.
+final class BearerEvents: ATTBearerListener, @unchecked Sendable {
+    var mtuChanges: [Int] = []
+    var ready = 0
+    var closes: [ATTBearer.CloseReason] = []
+
+    init(_ bearers: ATTBearer...) { for bearer in bearers { bearer.addListener(self) } }
+
+    func attBearerMTUDidChange(to mtu: Int) { mtuChanges.append(mtu) }
+    func attBearerIsReadyToSend() { ready += 1 }
+    func attBearerDidClose(_ reason: ATTBearer.CloseReason) { closes.append(reason) }
+}
+
 /// Keeps what completions and handlers report.
 final class Box<Value>: @unchecked Sendable {
     var value: Value
@@ -29,8 +42,7 @@ struct ATTBearerTests {
 
     @Test func exchangeMTUAsClientTakesTheSmallerAndOnlyOnce() {
         let h = BearerHarness()
-        let changes = Box<[Int]>([])
-        h.bearer.onMTUChanged = { changes.value.append($0) }
+        let events = BearerEvents(h.bearer)
         let result = Box<Result<Int, ATTBearerError>?>(nil)
         h.bearer.exchangeMTU { result.value = $0 }
         // Exchange MTU Request (0x02), Client Rx MTU 517 = 0x0205 little-endian.
@@ -39,7 +51,7 @@ struct ATTBearerTests {
         // Exchange MTU Response (0x03), Server Rx MTU 247 = 0x00F7.
         h.channel.deliver("03 f7 00")
         #expect(result.value == .success(247))
-        #expect(h.bearer.mtu == 247 && changes.value == [247])
+        #expect(h.bearer.mtu == 247 && events.mtuChanges == [247])
 
         let second = Box<Result<Int, ATTBearerError>?>(nil)
         h.bearer.exchangeMTU { second.value = $0 }
@@ -49,13 +61,12 @@ struct ATTBearerTests {
 
     @Test func serverRxMTUBelowTheDefaultLeavesTheDefault() {
         let h = BearerHarness()
-        let changes = Box<[Int]>([])
-        h.bearer.onMTUChanged = { changes.value.append($0) }
+        let events = BearerEvents(h.bearer)
         let result = Box<Result<Int, ATTBearerError>?>(nil)
         h.bearer.exchangeMTU { result.value = $0 }
         h.channel.deliver("03 10 00")  // 16 < 23
         #expect(result.value == .success(23))
-        #expect(h.bearer.mtu == 23 && changes.value.isEmpty)
+        #expect(h.bearer.mtu == 23 && events.mtuChanges.isEmpty)
     }
 
     @Test func exchangeMTURefusedByTheServerKeepsTheDefault() {
@@ -356,16 +367,15 @@ struct ATTBearerTests {
     @Test func anUnansweredRequestTimesOutAfter30SecondsAndClosesTheBearer() {
         let h = BearerHarness()
         let results = Box<[Result<ATTPDU, ATTBearerError>]>([])
-        let closed = Box<[ATTBearer.CloseReason]>([])
-        h.bearer.onClose = { closed.value.append($0) }
+        let events = BearerEvents(h.bearer)
         h.bearer.request(.readRequest(.init(attributeHandle: 0x0003))) { results.value.append($0) }
         h.bearer.request(.readRequest(.init(attributeHandle: 0x0004))) { results.value.append($0) }
         h.bearer.indicate(handle: 0x0020, value: [0x01]) { _ in }
         h.loop.run(for: .seconds(29))
-        #expect(results.value.isEmpty && closed.value.isEmpty)
+        #expect(results.value.isEmpty && events.closes.isEmpty)
         h.loop.run(for: .seconds(1))
         #expect(results.value == [.failure(.timeout), .failure(.bearerClosed)])
-        #expect(closed.value == [.transactionTimeout] && h.bearer.closeReason == .transactionTimeout)
+        #expect(events.closes == [.transactionTimeout] && h.bearer.closeReason == .transactionTimeout)
         #expect(h.channel.takeSent() == ["0a0300", "1d200001"])
 
         // Closed for good: nothing is sent or accepted.
@@ -377,14 +387,13 @@ struct ATTBearerTests {
         h.channel.deliver("0a 01 00")
         h.channel.deliver("0b 00")
         h.channel.onClose?()
-        #expect(h.channel.takeSent().isEmpty && closed.value.count == 1)
+        #expect(h.channel.takeSent().isEmpty && events.closes.count == 1)
     }
 
     @Test func anUnconfirmedIndicationTimesOutAfter30SecondsAndClosesTheBearer() {
         let h = BearerHarness()
         let results = Box<[Result<Void, ATTBearerError>]>([])
-        let closed = Box<[ATTBearer.CloseReason]>([])
-        h.bearer.onClose = { closed.value.append($0) }
+        let events = BearerEvents(h.bearer)
         h.bearer.indicate(handle: 0x0020, value: [0x01]) { results.value.append($0) }
         h.bearer.indicate(handle: 0x0021, value: [0x02]) { results.value.append($0) }
         h.loop.run(for: .milliseconds(29_999))
@@ -392,7 +401,7 @@ struct ATTBearerTests {
         h.loop.run(for: .milliseconds(1))
         let failures: [ATTBearerError?] = results.value.map { if case .failure(let e) = $0 { e } else { nil } }
         #expect(failures == [.timeout, .bearerClosed])
-        #expect(closed.value == [.transactionTimeout])
+        #expect(events.closes == [.transactionTimeout])
         let later = Box<Result<Void, ATTBearerError>?>(nil)
         h.bearer.indicate(handle: 0x0020, value: []) { later.value = $0 }
         if case .failure(let e) = later.value { #expect(e == .bearerClosed) } else { Issue.record("indicate on a closed bearer") }
@@ -416,8 +425,7 @@ struct ATTBearerTests {
     @Test func theLinkClosingFailsEverythingWithDisconnected() {
         let h = BearerHarness()
         let failures = Box<[ATTBearerError]>([])
-        let closed = Box<[ATTBearer.CloseReason]>([])
-        h.bearer.onClose = { closed.value.append($0) }
+        let events = BearerEvents(h.bearer)
         let record: (Result<ATTPDU, ATTBearerError>) -> Void = { if case .failure(let e) = $0 { failures.value.append(e) } }
         h.bearer.request(.readRequest(.init(attributeHandle: 1)), completion: record)
         h.bearer.request(.readRequest(.init(attributeHandle: 2)), completion: record)
@@ -425,25 +433,86 @@ struct ATTBearerTests {
         h.bearer.indicate(handle: 4, value: []) { if case .failure(let e) = $0 { failures.value.append(e) } }
         h.channel.onClose?()
         #expect(failures.value == [.disconnected, .disconnected, .disconnected, .disconnected])
-        #expect(closed.value == [.disconnected])
+        #expect(events.closes == [.disconnected])
         h.bearer.request(.readRequest(.init(attributeHandle: 1)), completion: record)
         #expect(failures.value.last == .disconnected)
         // The timers are gone with the link.
         h.loop.run(for: .seconds(60))
-        #expect(failures.value.count == 5 && closed.value.count == 1)
+        #expect(failures.value.count == 5 && events.closes.count == 1)
+    }
+
+    // MARK: Listeners
+
+    @Test func everyListenerHearsEachEventInTheOrderTheyWereAdded() {
+        let h = BearerHarness()
+        var heard: [String] = []
+        final class Named: ATTBearerListener {
+            let name: String
+            let log: (String) -> Void
+            init(_ name: String, _ log: @escaping (String) -> Void) { self.name = name; self.log = log }
+            func attBearerMTUDidChange(to mtu: Int) { log("\(name) mtu \(mtu)") }
+            func attBearerIsReadyToSend() { log("\(name) ready") }
+            func attBearerDidClose(_ reason: ATTBearer.CloseReason) { log("\(name) closed") }
+        }
+        /// Implements nothing: the defaults do nothing.
+        final class Silent: ATTBearerListener {}
+        let first = Named("a") { heard.append($0) }
+        let second = Named("b") { heard.append($0) }
+        let silent = Silent()
+        h.bearer.addListener(first)
+        h.bearer.addListener(silent)
+        h.bearer.addListener(second)
+        h.bearer.addListener(first) // already listening: once only
+        h.bearer.exchangeMTU { _ in }
+        h.channel.deliver("03 f7 00")
+        h.channel.queuedPDUs = h.bearer.maximumQueuedPDUsForUnacknowledged
+        #expect(!h.bearer.notify(handle: 1, value: [1]))
+        h.channel.queuedPDUs = 0
+        h.channel.onCanSendMore?()
+        h.bearer.removeListener(second)
+        h.channel.onClose?()
+        #expect(heard == ["a mtu 247", "b mtu 247", "a ready", "b ready", "a closed"])
+    }
+
+    @Test func listenersAreHeldWeaklyAndMayLeaveWhileHearing() {
+        let h = BearerHarness()
+        var heard: [String] = []
+        final class Leaving: ATTBearerListener {
+            let bearer: ATTBearer
+            let log: (String) -> Void
+            init(_ bearer: ATTBearer, _ log: @escaping (String) -> Void) { self.bearer = bearer; self.log = log }
+            func attBearerIsReadyToSend() {
+                log("leaving")
+                bearer.removeListener(self)
+            }
+        }
+        var gone: BearerEvents? = BearerEvents(h.bearer)
+        weak let goneRef = gone
+        gone = nil
+        #expect(goneRef == nil) // the bearer did not keep it
+        // A listener holding the bearer is no cycle, and removing itself mid-call spares the others.
+        let leaving = Leaving(h.bearer) { heard.append($0) }
+        h.bearer.addListener(leaving)
+        let events = BearerEvents(h.bearer)
+        for _ in 0..<2 {
+            h.channel.queuedPDUs = h.bearer.maximumQueuedPDUsForUnacknowledged
+            #expect(!h.bearer.notify(handle: 1, value: [1]))
+            h.channel.queuedPDUs = 0
+            h.channel.onCanSendMore?()
+        }
+        #expect(heard == ["leaving"] && events.ready == 2)
     }
 
     // MARK: Back-pressure
 
     @Test func commandsAndNotificationsStopAtTheQueueBoundAndResumeWhenItDrains() {
         let h = BearerHarness()
-        let ready = Box(0)
-        h.bearer.onReadyToSendCommands = { ready.value += 1 }
+        let events = BearerEvents(h.bearer)
         let command = ATTPDU.writeCommand(.init(attributeHandle: 0x0010, attributeValue: [0x01]))
         #expect(h.bearer.sendCommand(command))
         // The link drained without anyone having been refused: nothing to tell.
         h.channel.onCanSendMore?()
-        #expect(ready.value == 0)
+        #expect(events.ready == 0)
 
         h.channel.queuedPDUs = h.bearer.maximumQueuedPDUsForUnacknowledged
         #expect(!h.bearer.sendCommand(command))
@@ -451,7 +520,7 @@ struct ATTBearerTests {
         h.channel.queuedPDUs = 0
         h.channel.onCanSendMore?()
         h.channel.onCanSendMore?()
-        #expect(ready.value == 1)
+        #expect(events.ready == 1)
         #expect(h.bearer.sendCommand(command))
         // Write Command (0x52), handle 0x0010, value 01 — twice; nothing while refused.
         #expect(h.channel.takeSent() == ["52100001", "52100001"])

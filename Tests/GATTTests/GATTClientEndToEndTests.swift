@@ -182,7 +182,8 @@ struct GATTClientEndToEndTests {
                 == .indication)
         for beat: UInt8 in 60...62 { #expect(pair.server.updateValue([0x00, beat], forCharacteristic: measurement.valueHandle)) }
         #expect(pair.server.updateValue([0x01], forCharacteristic: indicateOnly.valueHandle))
-        #expect(pair.server.updateValue([0x02], forCharacteristic: indicateOnly.valueHandle))
+        // The second waits in the server for the first one's confirmation.
+        #expect(!pair.server.updateValue([0x02], forCharacteristic: indicateOnly.valueHandle))
         pair.loop.run(until: { heartRates.count == 3 && indicated.count == 2 }, timeout: .seconds(2))
         #expect(heartRates == [[0x00, 60], [0x00, 61], [0x00, 62]])
         #expect(indicated == [[0x01], [0x02]])

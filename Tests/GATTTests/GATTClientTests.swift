@@ -13,8 +13,7 @@ final class ScriptedBearer: GATTClientBearer {
     var onNotification: ((ATTHandle, [UInt8]) -> Void)?
     var onMultipleNotification: (([(handle: ATTHandle, value: [UInt8])]) -> Void)?
     var onIndication: ((ATTHandle, [UInt8]) -> Void)?
-    var onReadyToSendCommands: (() -> Void)?
-    var onClose: ((ATTBearer.CloseReason) -> Void)?
+    private var listeners: [any ATTBearerListener] = []
     /// False makes `sendCommand` refuse, as a full link queue does.
     var acceptsCommands = true
     var commands: [[UInt8]] = []
@@ -37,6 +36,11 @@ final class ScriptedBearer: GATTClientBearer {
             })
         }
     }
+
+    func addListener(_ listener: any ATTBearerListener) { listeners.append(listener) }
+
+    /// The link can take commands again.
+    func becomeReadyToSend() { for listener in listeners { listener.attBearerIsReadyToSend() } }
 
     func sendCommand(_ pdu: ATTPDU) -> Bool {
         guard isOpen, acceptsCommands else { return false }
@@ -88,7 +92,7 @@ final class ScriptedBearer: GATTClientBearer {
         let failing = pending
         pending = []
         for (_, completion) in failing { completion(.failure(reason == .transactionTimeout ? .timeout : .disconnected)) }
-        onClose?(reason)
+        for listener in listeners { listener.attBearerDidClose(reason) }
     }
 }
 
@@ -422,7 +426,7 @@ struct GATTClientTests {
         #expect(!client.writeWithoutResponse([0x03], to: 0x0003))
         #expect(!client.canSendWriteWithoutResponse)
         bearer.acceptsCommands = true
-        bearer.onReadyToSendCommands?()
+        bearer.becomeReadyToSend()
         #expect(ready == 1 && client.canSendWriteWithoutResponse)
         #expect(bearer.takeSent().isEmpty)
     }

@@ -7,119 +7,134 @@ import LECrypto
 import Scheduling
 import Testing
 
-@Suite("GATT server: notifications, indications, Service Changed (GATT/SR/GAN, GAI, GAS)")
+@Suite("GATT server: notifications, indications, Service Changed (GATT/SR/GAN, GAI, GAS), over ATT bearers")
 struct GATTServerNotificationTests {
+    let f = Fixture()
+    let loop = EventLoop(name: "gatt", pacing: .manual)
+
     @Test("Notifications (GATT/SR/GAN/BV-01-C)")
     func notifications() {
-        let f = Fixture()
-        let other = FakeConnection()
-        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
-        f.server.connectionOpened(other)
+        let a = BearerClient(f.server, loop: loop)
+        let b = BearerClient(f.server, loop: loop)
+        #expect(a.send("12 1c00 0100") == ["13"])
         #expect(f.server.updateValue([1, 2, 3], forCharacteristic: 0x001B))
         // Only the subscriber gets it: Handle Value Notification, handle 0x001B.
-        #expect(f.connection.sent.map(\.hexString) == ["1b1b00010203"])
-        #expect(other.sent.isEmpty)
-        // Cut to ATT_MTU − 3 = 20 octets.
-        f.server.updateValue([UInt8](0..<30), forCharacteristic: 0x001B)
-        #expect(f.connection.sent.last?.hexString == "1b1b00" + hexRange(0..<20))
+        #expect(a.takeSent() == ["1b1b00010203"])
+        #expect(b.takeSent().isEmpty)
+        // Cut to ATT_MTU − 3 = 20 octets; after an exchange to 32, to 29.
+        f.server.updateValue([UInt8](0..<40), forCharacteristic: 0x001B)
+        #expect(a.takeSent() == ["1b1b00" + hexRange(0..<20)])
+        #expect(a.send("02 2000") == ["030502"])
+        let value = [UInt8](0..<40)
+        f.server.updateValue(value[1...], forCharacteristic: 0x001B)
+        #expect(a.takeSent() == ["1b1b00" + hexRange(1..<30)])
         // Not sent to a connection outside the chosen ones.
-        f.server.updateValue([9], forCharacteristic: 0x001B, onlyTo: [other])
-        #expect(f.connection.sent.count == 2)
+        #expect(f.server.updateValue([9], forCharacteristic: 0x001B, onlyTo: [b.connection]))
+        #expect(a.takeSent().isEmpty && b.takeSent().isEmpty)
     }
 
     @Test("Indications (GATT/SR/GAI/BV-01-C): one at a time, each after a confirmation")
     func indications() {
-        let f = Fixture()
-        expectExchange(f.server, f.connection, "12 1c00 0200", "13")
+        let a = BearerClient(f.server, loop: loop)
+        var handedOver: [Int] = []
+        f.server.onUpdatesHandedOver = { count, _ in handedOver.append(count) }
+        #expect(a.send("12 1c00 0200") == ["13"])
         #expect(f.server.updateValue([1], forCharacteristic: 0x001B))
-        #expect(f.server.updateValue([2], forCharacteristic: 0x001B))
-        #expect(f.connection.sent.map(\.hexString) == ["1d1b0001"])
-        f.connection.confirm()
-        #expect(f.connection.sent.map(\.hexString) == ["1d1b0001", "1d1b0002"])
-        f.connection.confirm()
-        #expect(f.connection.unconfirmedIndications == 0)
-    }
-
-    @Test("updateValue returns false on a full queue, and readiness is reported once")
-    func backPressure() {
-        let f = Fixture()
-        var ready = 0
-        f.server.onReadyToUpdateSubscribers = { ready += 1 }
-        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
-        f.connection.acceptsNotifications = false
-        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B))
-        #expect(f.connection.sent.isEmpty)
-        f.connection.acceptsNotifications = true
-        f.server.connectionIsReadyToSend(f.connection)
-        f.server.connectionIsReadyToSend(f.connection)
-        #expect(ready == 1)
-        #expect(f.server.updateValue([1], forCharacteristic: 0x001B))
-
-        // Indications: the server's own queue is bounded.
-        expectExchange(f.server, f.connection, "12 1c00 0200", "13")
-        f.server.indicationQueueLimit = 2
-        #expect(f.server.updateValue([1], forCharacteristic: 0x001B)) // in flight
-        #expect(f.server.updateValue([2], forCharacteristic: 0x001B))
+        // The second waits for the first one's confirmation.
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B))
+        #expect(a.takeSent() == ["1d1b0001"])
+        a.confirm()
+        #expect(a.takeSent() == ["1d1b0002"])
+        #expect(handedOver == [1] && f.server.waitingUpdates == 0)
+        a.confirm()
+        #expect(a.takeSent().isEmpty)
+        // Unconfirmed for 30 s: the bearer closes, and the connection with it.
         #expect(f.server.updateValue([3], forCharacteristic: 0x001B))
         #expect(!f.server.updateValue([4], forCharacteristic: 0x001B))
-        f.connection.confirm()
-        #expect(ready == 2)
+        loop.run(for: .seconds(30))
+        #expect(a.bearer.closeReason == .transactionTimeout)
+        #expect(f.server.subscribers(ofCharacteristic: 0x001B).isEmpty)
+        #expect(handedOver == [1, 1] && f.server.waitingUpdates == 0)
+        #expect(a.takeSent() == ["1d1b0003"])
     }
 
-    @Test("Disconnection ends subscriptions, reported as unsubscribes")
+    @Test("A full link queue holds updates until the bearer can send again; they go in order")
+    func backPressure() {
+        let a = BearerClient(f.server, loop: loop)
+        var handedOver: [Int] = []
+        f.server.onUpdatesHandedOver = { count, _ in handedOver.append(count) }
+        #expect(a.send("12 1c00 0100") == ["13"])
+        a.fillLinkQueue()
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B))
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B))
+        #expect(a.takeSent().isEmpty && f.server.waitingUpdates(for: a.connection) == 2)
+        a.drainLinkQueue()
+        #expect(a.takeSent() == ["1b1b0001", "1b1b0002"])
+        #expect(handedOver == [2] && f.server.waitingUpdates == 0)
+        // Nothing waits: readiness reports nothing.
+        a.drainLinkQueue()
+        #expect(handedOver == [2])
+    }
+
+    @Test("Disconnection ends subscriptions, reported as unsubscribes, and drops what waited")
     func connectionClosed() {
-        let f = Fixture()
+        let a = BearerClient(f.server, loop: loop)
         var events: [String] = []
-        f.server.onSubscriptionChange = { _, handle, configuration in events.append("\(handle) \(configuration.rawValue)") }
-        expectExchange(f.server, f.connection, "12 1c00 0300", "13")
-        expectExchange(f.server, f.connection, "12 1100 0100", "13")
+        f.server.onSubscriptionChange = { _, handle, old, new in events.append("\(handle) \(old.rawValue)>\(new.rawValue)") }
+        var handedOver = 0
+        f.server.onUpdatesHandedOver = { count, _ in handedOver += count }
+        #expect(a.send("12 1c00 0300") == ["13"])
+        #expect(a.send("12 1100 0100") == ["13"])
         #expect(f.server.subscribers(ofCharacteristic: 0x001B).count == 1)
         f.server.updateValue([1], forCharacteristic: 0x001B) // notification preferred when both
-        f.server.connectionClosed(f.connection)
-        #expect(events == ["0x001B 3", "0x0010 1", "0x0010 0", "0x001B 0"])
+        #expect(a.takeSent() == ["1b1b0001"])
+        a.fillLinkQueue()
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B))
+        a.disconnect()
+        #expect(events == ["0x001B 0>3", "0x0010 0>1", "0x0010 1>0", "0x001B 3>0"])
+        #expect(handedOver == 1 && f.server.waitingUpdates == 0)
         #expect(f.server.subscribers(ofCharacteristic: 0x001B).isEmpty)
-        #expect(f.server.updateValue([2], forCharacteristic: 0x001B))
-        #expect(f.connection.sent.map(\.hexString) == ["1b1b0001"])
+        #expect(f.server.updateValue([3], forCharacteristic: 0x001B))
+        #expect(a.takeSent().isEmpty)
     }
 
     @Test("Service Changed (GATT/SR/GAS/BV-01-C): indicated with the affected range on add and remove")
     func serviceChanged() throws {
-        let f = Fixture()
-        let bystander = FakeConnection()
-        f.server.connectionOpened(bystander)
-        expectExchange(f.server, f.connection, "12 0900 0200", "13")
+        let a = BearerClient(f.server, loop: loop)
+        let bystander = BearerClient(f.server, loop: loop)
+        #expect(a.send("12 0900 0200") == ["13"])
         // A 3-attribute service goes after the last one: 0x0028…0x002A.
         let d = try f.server.addService(GATTService(uuid: BluetoothUUID(uuid16: 0x1811), characteristics: [
             GATTCharacteristic(uuid: BluetoothUUID(uuid16: 0x2A47), properties: .read, permissions: .readable, value: .stored([1])),
         ]))
         #expect(d.range == ATTHandle(0x0028)...ATTHandle(0x002A))
-        #expect(f.connection.sent.map(\.hexString) == ["1d0800 2800 2a00".replacingOccurrences(of: " ", with: "")])
+        #expect(a.takeSent() == [hx("1d0800 2800 2a00")])
         // Removing C (0x0025…0x0027) is indicated after the first is confirmed.
         try f.server.removeService(f.serviceC.id)
-        #expect(f.connection.sent.count == 1)
-        f.connection.confirm()
-        #expect(f.connection.sent.last?.hexString == "1d080025002700")
-        #expect(bystander.sent.isEmpty)
-        expectExchange(f.server, f.connection, "10 2500 ffff 0028", "11 06 2800 2a00 1118")
+        #expect(a.takeSent().isEmpty)
+        a.confirm()
+        #expect(a.takeSent() == ["1d080025002700"])
+        #expect(bystander.takeSent().isEmpty)
+        #expect(a.send("10 2500 ffff 0028") == [hx("11 06 2800 2a00 1118")])
         // A service that fits the freed gap takes it; the others keep their handles.
         let e = try f.server.addService(GATTService(uuid: BluetoothUUID(uuid16: 0x1812)))
         #expect(e.range == ATTHandle(0x0025)...ATTHandle(0x0025))
-        f.connection.confirm()
-        #expect(f.connection.sent.last?.hexString == "1d080025002500")
-        expectExchange(f.server, f.connection, "10 2500 ffff 0028", "11 06 2500 2500 1218 2800 2a00 1118")
+        a.confirm()
+        #expect(a.takeSent() == ["1d080025002500"])
+        #expect(a.send("10 2500 ffff 0028") == [hx("11 06 2500 2500 1218 2800 2a00 1118")])
     }
 
     @Test("Removing a service ends subscriptions to it; included services cannot go first")
     func removeService() throws {
         let f = Fixture()
         var events: [String] = []
-        f.server.onSubscriptionChange = { _, handle, configuration in events.append("\(handle) \(configuration.rawValue)") }
+        f.server.onSubscriptionChange = { _, handle, old, new in events.append("\(handle) \(old.rawValue)>\(new.rawValue)") }
         expectExchange(f.server, f.connection, "12 1100 0100", "13")
         #expect(throws: GATTDatabaseError.serviceIsIncluded(f.serviceA.id)) { try f.server.removeService(f.serviceB.id) }
         #expect(throws: GATTDatabaseError.builtInService) { try f.server.removeService(f.server.gapService.id) }
         try f.server.removeService(f.serviceA.id)
         try f.server.removeService(f.serviceB.id)
-        #expect(events == ["0x0010 1", "0x0010 0"])
+        #expect(events == ["0x0010 0>1", "0x0010 1>0"])
         expectExchange(f.server, f.connection, "0a 1000", "01 0a 1000 01")
         f.server.removeAllServices()
         expectExchange(f.server, f.connection, "10 0e00 ffff 0028", "01 10 0e00 0a")
@@ -131,6 +146,180 @@ struct GATTServerNotificationTests {
         f.server.removeAllServices()
         expectExchange(f.server, f.connection, "04 0e00 ffff", "01 04 0e00 0a")
         #expect(f.server.handles(of: f.serviceA.id) == nil)
+    }
+}
+
+@Suite("GATT server: update queues (order, partial refusal, indication window, hand-over counts)")
+struct GATTServerUpdateQueueTests {
+    let f = Fixture()
+    let other = FakeConnection()
+    /// What `onUpdatesHandedOver` reported, one entry per report.
+    final class Reports { var counts: [Int] = [] }
+    let handedOver = Reports()
+
+    init() {
+        f.server.connectionOpened(other)
+        f.server.onUpdatesHandedOver = { [handedOver] count, _ in handedOver.counts.append(count) }
+    }
+
+    func sent(_ connection: FakeConnection) -> [String] { connection.sent.map(\.hexString) }
+
+    @Test("Updates wait in order behind one the connection refused, and are counted once handed over")
+    func orderBehindARefusal() {
+        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
+        f.connection.room = 0
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B))
+        // The connection would take the next one, but it goes behind the first.
+        f.connection.room = .max
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B))
+        #expect(!f.server.updateValue([3], forCharacteristic: 0x001B))
+        #expect(f.connection.sent.isEmpty && f.server.waitingUpdates == 3)
+        // Room for one: one goes, the rest wait for the next readiness.
+        f.connection.room = 1
+        f.server.connectionIsReadyToSend(f.connection)
+        #expect(sent(f.connection) == ["1b1b0001"])
+        #expect(handedOver.counts == [1] && f.server.waitingUpdates(for: f.connection) == 2)
+        f.connection.room = .max
+        f.server.connectionIsReadyToSend(f.connection)
+        #expect(sent(f.connection) == ["1b1b0001", "1b1b0002", "1b1b0003"])
+        // One report per pass, not per update.
+        #expect(handedOver.counts == [1, 2] && f.server.waitingUpdates == 0)
+        f.server.connectionIsReadyToSend(f.connection)
+        #expect(f.server.updateValue([4], forCharacteristic: 0x001B))
+        #expect(handedOver.counts == [1, 2])
+    }
+
+    @Test("A connection that refuses holds up only itself; an update is counted when its last target takes it")
+    func partialRefusal() {
+        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
+        expectExchange(f.server, other, "12 1c00 0100", "13")
+        f.connection.room = 0
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B))
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B))
+        #expect(sent(other) == ["1b1b0001", "1b1b0002"] && f.connection.sent.isEmpty)
+        #expect(f.server.waitingUpdates == 2)
+        f.connection.room = 1
+        f.server.connectionIsReadyToSend(f.connection)
+        #expect(handedOver.counts == [1] && f.server.waitingUpdates == 1)
+        // Only the chosen targets: `other` takes it now, the waiting connection is not asked.
+        #expect(f.server.updateValue([3], forCharacteristic: 0x001B, onlyTo: [other]))
+        // Chosen, but not subscribed: nobody to send it to.
+        let bystander = FakeConnection()
+        f.server.connectionOpened(bystander)
+        #expect(f.server.updateValue([4], forCharacteristic: 0x001B, onlyTo: [bystander]))
+        f.connection.room = .max
+        f.server.connectionIsReadyToSend(f.connection)
+        #expect(sent(f.connection) == ["1b1b0001", "1b1b0002"])
+        #expect(sent(other) == ["1b1b0001", "1b1b0002", "1b1b0003"])
+        #expect(bystander.sent.isEmpty && handedOver.counts == [1, 1])
+    }
+
+    @Test("Indication window: unconfirmed indications up to the window, then the connection's updates wait")
+    func indicationWindow() {
+        f.server.indicationWindow = 2
+        expectExchange(f.server, f.connection, "12 1c00 0200", "13")
+        expectExchange(f.server, f.connection, "12 1100 0100", "13")
+        #expect(f.server.updateValue([1], forCharacteristic: 0x001B))
+        #expect(f.server.updateValue([2], forCharacteristic: 0x001B))
+        #expect(!f.server.updateValue([3], forCharacteristic: 0x001B))
+        // A notification of another characteristic waits behind it: one order per connection.
+        #expect(!f.server.updateValue([9], forCharacteristic: 0x0010))
+        #expect(sent(f.connection) == ["1d1b0001", "1d1b0002"])
+        f.connection.confirm()
+        #expect(sent(f.connection) == ["1d1b0001", "1d1b0002", "1d1b0003", "1b100009"])
+        #expect(handedOver.counts == [2] && f.connection.unconfirmedIndications == 2)
+        // An indication that fails (timeout, link down) frees its place in the window too.
+        #expect(f.server.updateValue([4], forCharacteristic: 0x001B) == false)
+        f.connection.confirm(false)
+        #expect(sent(f.connection).last == "1d1b0004" && handedOver.counts == [2, 1])
+    }
+
+    @Test("Removing a service drops what waits for its characteristics; what is left goes on")
+    func serviceRemoval() throws {
+        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
+        expectExchange(f.server, f.connection, "12 1100 0100", "13")
+        f.connection.room = 0
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B))
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x0010))
+        #expect(!f.server.updateValue([3], forCharacteristic: 0x001B))
+        // Service A (0x0012…0x0024) goes: its two updates are dropped, and B's, first now, is
+        // sent — all counted in one report.
+        f.connection.room = .max
+        try f.server.removeService(f.serviceA.id)
+        #expect(sent(f.connection) == ["1b100002"])
+        #expect(handedOver.counts == [3] && f.server.waitingUpdates == 0)
+        #expect(f.server.updateValue([4], forCharacteristic: 0x001B))
+        #expect(sent(f.connection) == ["1b100002"])
+    }
+
+    @Test("Closing a connection drops its queue and releases what waited only for it")
+    func connectionClose() {
+        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
+        expectExchange(f.server, other, "12 1c00 0100", "13")
+        f.connection.room = 0
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B)) // waits for f.connection only
+        other.room = 0
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B)) // waits for both
+        f.server.connectionClosed(f.connection)
+        #expect(handedOver.counts == [1] && f.server.waitingUpdates == 1)
+        // Readiness of a closed connection is nothing.
+        f.server.connectionIsReadyToSend(f.connection)
+        other.room = .max
+        f.server.connectionIsReadyToSend(other)
+        #expect(sent(other) == ["1b1b0001", "1b1b0002"] && f.connection.sent.isEmpty)
+        #expect(handedOver.counts == [1, 1] && f.server.waitingUpdates == 0)
+    }
+
+    @Test("Notify or indicate is decided when an update leaves the queue; unsubscribing drops it")
+    func subscriptionChangesWhileWaiting() {
+        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
+        f.connection.room = 0
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B))
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B))
+        // Now indications: the first goes as one, the second waits for its confirmation.
+        expectExchange(f.server, f.connection, "12 1c00 0200", "13")
+        #expect(sent(f.connection) == ["1d1b0001"] && handedOver.counts == [1])
+        expectExchange(f.server, f.connection, "12 1c00 0000", "13")
+        #expect(handedOver.counts == [1, 1] && f.server.waitingUpdates == 0)
+        f.connection.confirm()
+        #expect(sent(f.connection) == ["1d1b0001"])
+    }
+
+    @Test("Service Changed waits in the same queue as the values, and counts in no report")
+    func serviceChangedInOrder() throws {
+        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
+        expectExchange(f.server, f.connection, "12 0900 0200", "13")
+        f.connection.room = 0
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B))
+        try f.server.removeService(f.serviceC.id)
+        #expect(f.connection.sent.isEmpty && f.server.waitingUpdates(for: f.connection) == 2)
+        f.connection.room = .max
+        f.server.connectionIsReadyToSend(f.connection)
+        #expect(sent(f.connection) == ["1b1b0001", "1d080025002700"])
+        #expect(handedOver.counts == [1])
+    }
+
+    @Test("Many updates through a queue that refuses now and then arrive in order, each counted once")
+    func longRun() {
+        expectExchange(f.server, f.connection, "12 1c00 0100", "13")
+        expectExchange(f.server, other, "12 1c00 0100", "13")
+        var rng = SeededGenerator(seed: 0x0DDB)
+        var immediate = 0
+        for i in 0..<5_000 {
+            f.connection.room = Int.random(in: 0...3, using: &rng)
+            other.room = Int.random(in: 0...3, using: &rng)
+            let value = [UInt8(truncatingIfNeeded: i), UInt8(truncatingIfNeeded: i >> 8)]
+            if f.server.updateValue(value, forCharacteristic: 0x001B) { immediate += 1 }
+            if Bool.random(using: &rng) { f.server.connectionIsReadyToSend(f.connection) }
+            if Bool.random(using: &rng) { f.server.connectionIsReadyToSend(other) }
+        }
+        f.connection.room = .max
+        other.room = .max
+        f.server.connectionIsReadyToSend(f.connection)
+        f.server.connectionIsReadyToSend(other)
+        let expected = (0..<5_000).map { "1b1b00" + [UInt8(truncatingIfNeeded: $0), UInt8(truncatingIfNeeded: $0 >> 8)].hexString }
+        #expect(sent(f.connection) == expected && sent(other) == expected)
+        #expect(immediate + handedOver.counts.reduce(0, +) == 5_000 && f.server.waitingUpdates == 0)
     }
 }
 

@@ -322,7 +322,7 @@ struct GATTServerWriteTests {
     func writeClientConfiguration() {
         let f = Fixture()
         var events: [String] = []
-        f.server.onSubscriptionChange = { _, handle, configuration in events.append("\(handle) \(configuration.rawValue)") }
+        f.server.onSubscriptionChange = { _, handle, old, new in events.append("\(handle) \(old.rawValue)>\(new.rawValue)") }
         expectExchange(f.server, f.connection, "12 1100 0100", "13")
         expectExchange(f.server, f.connection, "0a 1100", "0b 0100")
         // Writing the same value again reports nothing new.
@@ -331,7 +331,7 @@ struct GATTServerWriteTests {
         expectExchange(f.server, f.connection, "12 1100 0200", "01 12 1100 fd")
         expectExchange(f.server, f.connection, "12 1100 0500", "01 12 1100 fd")
         expectExchange(f.server, f.connection, "12 1100 0000", "13")
-        #expect(events == ["0x0010 1", "0x0010 0"])
+        #expect(events == ["0x0010 0>1", "0x0010 1>0"])
         #expect(f.server.clientConfiguration(ofCharacteristic: 0x0010, for: f.connection) == [])
     }
 

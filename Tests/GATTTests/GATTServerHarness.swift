@@ -4,6 +4,7 @@ import ByteCoding
 import GATT
 import HCI
 import L2CAP
+import Scheduling
 import Testing
 
 /// A bearer double: records what the server sends, refuses notifications on demand, and
@@ -12,21 +13,24 @@ final class FakeConnection: GATTServerConnection {
     var mtu: Int
     var securityLevel: LESecurityLevel = .noSecurity
     var hasEncryptionKey = false
-    /// False makes `notify` refuse, as a full send queue does.
-    var acceptsNotifications = true
+    /// Notifications it takes before refusing, as a full send queue does.
+    var room = Int.max
     /// Notifications and indications as wire bytes, in order.
     var sent: [[UInt8]] = []
     private var confirmations: [(Bool) -> Void] = []
 
     init(mtu: Int = ATTMTU.leDefault) { self.mtu = mtu }
 
-    func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
-        guard acceptsNotifications else { return false }
+    func notify(handle: ATTHandle, bytes: UnsafeRawBufferPointer) -> Bool {
+        guard room > 0 else { return false }
+        room -= 1
+        let value = Array(bytes.prefix(ATTMTU.maximumNotificationValueLength(mtu: mtu)))
         sent.append(ATTPDU.handleValueNotification(.init(attributeHandle: handle, attributeValue: value)).encode())
         return true
     }
 
     func indicate(handle: ATTHandle, value: [UInt8], completion: @escaping (Bool) -> Void) {
+        let value = Array(value.prefix(ATTMTU.maximumNotificationValueLength(mtu: mtu)))
         sent.append(ATTPDU.handleValueIndication(.init(attributeHandle: handle, attributeValue: value)).encode())
         confirmations.append(completion)
     }
@@ -37,6 +41,64 @@ final class FakeConnection: GATTServerConnection {
     func confirm(_ confirmed: Bool = true) {
         confirmations.removeFirst()(confirmed)
     }
+}
+
+/// An ATT channel double under a real `ATTBearer`: records the SDUs the bearer sends, delivers
+/// what the test says the client sent, and has a link queue depth the test sets.
+final class FakeATTChannel: ATTChannel {
+    var sent: [[UInt8]] = []
+    var onReceive: (([UInt8]) -> Void)?
+    var onClose: (() -> Void)?
+    var onCanSendMore: (() -> Void)?
+    var queuedPDUs = 0
+    var securityLevel = LESecurityLevel.noSecurity
+
+    func send(_ sdu: [UInt8]) -> Bool {
+        sent.append(sdu)
+        return true
+    }
+}
+
+/// One client of a `GATTServer` as the product serves it: the server attached to a real
+/// `ATTBearer` (on a fake channel), so requests, notifications, indications, confirmations,
+/// back-pressure and the close all go through the bearer and its listeners.
+final class BearerClient {
+    let channel = FakeATTChannel()
+    let bearer: ATTBearer
+    let connection: GATTBearerConnection
+
+    init(_ server: GATTServer, loop: EventLoop) {
+        bearer = ATTBearer(channel: channel, loop: loop)
+        connection = server.attach(bearer)
+    }
+
+    /// The client sends `hex`; returns everything the bearer sent since the last look.
+    @discardableResult
+    func send(_ hex: String) -> [String] {
+        channel.onReceive?([UInt8](hex: hex)!)
+        return takeSent()
+    }
+
+    /// What the bearer sent since the last look, as hex.
+    func takeSent() -> [String] {
+        defer { channel.sent = [] }
+        return channel.sent.map(\.hexString)
+    }
+
+    /// The client's Handle Value Confirmation.
+    func confirm() { channel.onReceive?([0x1E]) }
+
+    /// The link's queue is at the bearer's bound: notifications are refused.
+    func fillLinkQueue() { channel.queuedPDUs = bearer.maximumQueuedPDUsForUnacknowledged }
+
+    /// The link's queue drained.
+    func drainLinkQueue() {
+        channel.queuedPDUs = 0
+        channel.onCanSendMore?()
+    }
+
+    /// The link went down.
+    func disconnect() { channel.onClose?() }
 }
 
 /// Feeds request bytes to the server as a bearer would and collects the response bytes.
@@ -60,6 +122,9 @@ func exchange(_ server: GATTServer, _ connection: FakeConnection, _ bytes: [UInt
     }
     return responses
 }
+
+/// `hex` without its spaces, as `hexString` writes.
+func hx(_ hex: String) -> String { hex.filter { $0 != " " } }
 
 /// The octets of `range`, as hex.
 func hexRange(_ range: Range<UInt8>) -> String { [UInt8](range).hexString }

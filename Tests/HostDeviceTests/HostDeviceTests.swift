@@ -39,7 +39,7 @@ final class Client: HostDeviceClient, @unchecked Sendable {
         respond(.success(answer))
     }
     func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
-                forCharacteristic valueHandle: ATTHandle, on connection: DeviceConnection) {
+                from old: GATTClientConfiguration, forCharacteristic valueHandle: ATTHandle, on connection: DeviceConnection) {
         subscriptions.append((valueHandle, configuration))
     }
     func device(_ device: HostDevice, didClose error: HCITransportError?) { closed += 1 }

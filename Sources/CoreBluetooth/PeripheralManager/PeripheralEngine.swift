@@ -12,9 +12,9 @@ import L2CAP
 import Scheduling
 
 /// The loop side of a `CBPeripheralManager`, a client of its host device in the peripheral
-/// role: its services in the device's GATT database (requests for them come here), its
-/// advertising set, one link per central that connected or used its services, pending requests
-/// and the notification FIFO.
+/// role: its services in the device's one GATT database (requests for them come here; the
+/// server sends the updates the app gave and keeps who subscribed), its advertising set, one
+/// link per central that connected or used its services, and pending requests.
 ///
 /// Loop-confined, except `inbox` and `outstanding` (behind their locks), which the app's
 /// threads use without waiting for the loop.
@@ -32,6 +32,8 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
 
     @exclusivity(unchecked) private var device: HostDevice?
     @exclusivity(unchecked) private var gatt: GATTServer?
+    /// Whose count the device's GATT server reports this client's handed-over updates under.
+    @exclusivity(unchecked) private var updateOwner = 0
     @exclusivity(unchecked) private var links = IntegerKeyMap<ObjectIdentifier, Link>()
     @exclusivity(unchecked) private var linksByHandle: [ConnectionHandle: Link] = [:]
     @exclusivity(unchecked) private var linksByCentral: [ObjectIdentifier: Link] = [:]
@@ -47,21 +49,13 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
     @exclusivity(unchecked) private var advertisingParameters: AdvertisingParameters?
 
     @exclusivity(unchecked) private var drained: [AcceptedUpdate] = []
-    private var fifo: [OutgoingUpdate] = []
-    @exclusivity(unchecked) private var fifoHead = 0
-    @exclusivity(unchecked) private var isPumping = false
 
-    /// Indications handed to one bearer and not confirmed yet, before its updates wait.
-    static let indicationWindow = 4
-
-    final class Link {
+    final class Link: ATTBearerListener {
         let connection: DeviceConnection
         let bearer: ATTBearer
         let gattConnection: GATTBearerConnection
         let central: CBCentral
-        /// What the central asked for, by characteristic value handle.
-        @exclusivity(unchecked) var subscriptions = IntegerKeyMap<ATTHandle, GATTClientConfiguration>()
-        @exclusivity(unchecked) var indicationsInFlight = 0
+        @exclusivity(unchecked) weak var engine: PeripheralEngine?
         @exclusivity(unchecked) var isOpen = true
 
         init(connection: DeviceConnection, bearer: ATTBearer, gattConnection: GATTBearerConnection, central: CBCentral) {
@@ -69,6 +63,11 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
             self.bearer = bearer
             self.gattConnection = gattConnection
             self.central = central
+        }
+
+        func attBearerMTUDidChange(to mtu: Int) {
+            let central = central
+            synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
         }
     }
 
@@ -92,16 +91,6 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
 
     enum AdvertisingState { case off, starting, on }
 
-    struct OutgoingUpdate {
-        let handle: ATTHandle
-        /// The app's value as it gave it: a notification is encoded straight from its bytes.
-        let value: Data
-        let centrals: [CBCentral]?
-        /// Nil until the first attempt; then the links that still have to take it.
-        var waitingLinks: [ObjectIdentifier]?
-        var isDone = false
-    }
-
     // MARK: - Power
 
     /// Whether the device is on (the engine is its client). Loop-confined.
@@ -110,10 +99,8 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
     func deviceDidStart(_ device: HostDevice) {
         self.device = device
         device.addClient(self, roles: .peripheral)
-        // Flow control of indications is ours (`indicationWindow`); the server must not refuse
-        // a value we already took from the app.
-        device.gattServer.indicationQueueLimit = Int.max
         gatt = device.gattServer
+        updateOwner = device.updateOwner(of: self) ?? 0
     }
 
     /// The controller went away: connections end (each subscription with its unsubscribe),
@@ -129,8 +116,6 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
         published = [:]
         characteristicsByHandle = [:]
         handlesByCharacteristic = [:]
-        fifo = []
-        fifoHead = 0
         inbox.withLock { $0.reset() }
     }
 
@@ -226,19 +211,14 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
         for record in published.values { drop(record) }
     }
 
-    /// Forgets a removed service's handles; updates still queued for it are dropped.
+    /// Forgets a removed service's handles (the server dropped the updates still queued for it).
     private func drop(_ record: PublishedService) {
         published[ObjectIdentifier(record.service)] = nil
-        var gone = Set<ATTHandle>()
         for (characteristic, handle) in record.characteristics {
             characteristicsByHandle[handle] = nil
             handlesByCharacteristic[ObjectIdentifier(characteristic)] = nil
-            gone.insert(handle)
-            for link in links.values { link.subscriptions[handle] = nil }
         }
-        for index in fifoHead..<fifo.count where gone.contains(fifo[index].handle) { fifo[index].isDone = true }
         forgetHandles(record)
-        pump()
     }
 
     private func forgetHandles(_ record: PublishedService) {
@@ -342,8 +322,8 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
         _ = link(for: connection)
     }
 
-    /// The link for a connection: made when a central connects, or when one the device is
-    /// connected to otherwise (as central) first uses this manager's services.
+    /// The link for a connection: made when a central connects, or when a connection the
+    /// device made otherwise (as central) first uses this manager's services.
     private func link(for connection: DeviceConnection) -> Link? {
         if let link = linksByHandle[connection.handle], link.connection === connection { return link }
         guard connection.isOpen, let manager else { return nil }
@@ -351,19 +331,11 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
         let central = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).identifier(for: connection.peer),
                                 maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: bearer.mtu))
         let link = Link(connection: connection, bearer: bearer, gattConnection: connection.serverConnection, central: central)
+        link.engine = self
         links[ObjectIdentifier(connection.serverConnection)] = link
         linksByHandle[connection.handle] = link
         linksByCentral[ObjectIdentifier(central)] = link
-        let previousMTU = bearer.onMTUChanged
-        bearer.onMTUChanged = { mtu in
-            previousMTU?(mtu)
-            synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
-        }
-        let previousReady = bearer.onReadyToSendCommands
-        bearer.onReadyToSendCommands = { [weak self] in
-            previousReady?()
-            self?.pump()
-        }
+        bearer.addListener(link)
         return link
     }
 
@@ -377,10 +349,11 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
     }
 
     /// The link is gone: its subscriptions end (the server reports each), its unanswered
-    /// requests are forgotten, and updates waiting for it no longer do.
+    /// requests are forgotten, and updates waiting for it no longer do (the server drops them).
     private func closeLink(_ link: Link) {
         guard link.isOpen else { return }
         link.isOpen = false
+        link.bearer.removeListener(link)
         let key = ObjectIdentifier(link.gattConnection)
         links[key] = nil
         linksByHandle[link.connection.handle] = nil
@@ -388,7 +361,6 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
         let abandoned = pendingAnswers.filter { $0.value.link == key }.map(\.key)
         for id in abandoned { pendingAnswers[id] = nil }
         if !abandoned.isEmpty { outstanding.withLock { $0.subtract(abandoned) } }
-        pump()
     }
 
     func setDesiredConnectionLatency(_ latency: CBPeripheralManagerConnectionLatency, for central: CBCentral) {
@@ -469,11 +441,9 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
     // MARK: - Subscriptions
 
     func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
-                forCharacteristic handle: ATTHandle, on connection: DeviceConnection) {
+                from old: GATTClientConfiguration, forCharacteristic handle: ATTHandle, on connection: DeviceConnection) {
         let link = configuration.isEmpty ? linksByHandle[connection.handle] : self.link(for: connection)
         guard let link, link.connection === connection, let characteristic = characteristicsByHandle[handle] else { return }
-        let old = link.subscriptions[handle] ?? []
-        link.subscriptions[handle] = configuration.isEmpty ? nil : configuration
         let central = link.central
         if old.isEmpty && !configuration.isEmpty {
             deliver { manager, delegate in
@@ -490,94 +460,34 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
                 delegate?.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
             }
         }
-        // A new subscriber may unblock nothing, but one gone may free the FIFO's head.
-        if configuration.isEmpty { pump() }
     }
 
     // MARK: - Notifications and indications
 
-    /// Moves what `updateValue` accepted into the FIFO and sends what the bearers take.
+    /// Hands what `updateValue` accepted to the GATT server, which sends each value to its
+    /// subscribers in order (or keeps it for those that cannot take it yet). Values handed to
+    /// every target now free their slots here; the others when the server reports them.
     func drainInbox() {
         inbox.withLock { $0.take(into: &drained) }
         var finished = 0
         for accepted in drained {
-            guard let handle = handlesByCharacteristic[ObjectIdentifier(accepted.characteristic)] else {
+            guard let gatt, let handle = handlesByCharacteristic[ObjectIdentifier(accepted.characteristic)] else {
                 finished += 1 // not published (any more): nobody to send it to
                 continue
             }
-            var update = OutgoingUpdate(handle: handle, value: accepted.value, centrals: accepted.centrals)
-            if fifoHead == fifo.count, attempt(&update) {
+            let targets = accepted.centrals.map { centrals in
+                centrals.compactMap { central -> (any GATTServerConnection)? in linksByCentral[ObjectIdentifier(central)]?.gattConnection }
+            }
+            if gatt.updateValue(AppValue(data: accepted.value), forCharacteristic: handle, onlyTo: targets, owner: updateOwner) {
                 finished += 1
-            } else {
-                fifo.append(update)
             }
         }
         drained.removeAll(keepingCapacity: true)
         release(finished)
-        pump()
     }
 
-    /// Sends the FIFO's values in order while the bearers take them.
-    private func pump() {
-        guard !isPumping else { return }
-        isPumping = true
-        defer { isPumping = false }
-        var finished = 0
-        while fifoHead < fifo.count {
-            if !fifo[fifoHead].isDone, !attempt(&fifo[fifoHead]) { break }
-            fifoHead += 1
-            finished += 1
-        }
-        if fifoHead == fifo.count {
-            fifo.removeAll(keepingCapacity: true)
-            fifoHead = 0
-        } else if fifoHead >= 64 && fifoHead * 2 >= fifo.count {
-            fifo.removeFirst(fifoHead)
-            fifoHead = 0
-        }
-        release(finished)
-    }
-
-    /// Hands `update` to each subscribed target that has not taken it yet; true when all have.
-    private func attempt(_ update: inout OutgoingUpdate) -> Bool {
-        if let waiting = update.waitingLinks {
-            var still: [ObjectIdentifier] = []
-            for key in waiting {
-                if let link = links[key], !send(update, to: link) { still.append(key) }
-            }
-            update.waitingLinks = still
-            return still.isEmpty
-        }
-        var refused: [ObjectIdentifier] = []
-        if let centrals = update.centrals {
-            for central in centrals {
-                if let link = linksByCentral[ObjectIdentifier(central)], !send(update, to: link) {
-                    refused.append(ObjectIdentifier(link.gattConnection))
-                }
-            }
-        } else {
-            for (key, link) in links where !send(update, to: link) { refused.append(key) }
-        }
-        update.waitingLinks = refused
-        return refused.isEmpty
-    }
-
-    /// True when `link` took the value or does not want it; false when it must wait.
-    private func send(_ update: OutgoingUpdate, to link: Link) -> Bool {
-        guard link.isOpen, let configuration = link.subscriptions[update.handle] else { return true }
-        guard link.bearer.isOpen else { return true }
-        if configuration.contains(.notification) {
-            return update.value.withUnsafeBytes { link.bearer.notify(handle: update.handle, bytes: $0) }
-        }
-        guard link.indicationsInFlight < Self.indicationWindow else { return false }
-        link.indicationsInFlight += 1
-        link.bearer.indicate(handle: update.handle, value: update.value.byteArray) { [weak self, weak link] _ in
-            guard let link else { return }
-            link.indicationsInFlight -= 1
-            self?.pump()
-        }
-        return true
-    }
+    /// Updates of this client's that had to wait were handed over (or dropped).
+    func device(_ device: HostDevice, updatesHandedOver count: Int) { release(count) }
 
     /// Returns slots to `updateValue`; the readiness callback follows when it was owed.
     private func release(_ count: Int) {
@@ -585,4 +495,11 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
         guard inbox.withLock({ $0.release(count) }) else { return }
         deliver { manager, delegate in delegate?.peripheralManagerIsReady(toUpdateSubscribers: manager) }
     }
+}
+
+/// The app's value as it gave it: a notification is encoded straight from its bytes, and one
+/// that waits keeps the `Data`.
+private struct AppValue: GATTValueBytes {
+    let data: Data
+    func withValueBytes(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool { data.withUnsafeBytes { body($0) } }
 }
