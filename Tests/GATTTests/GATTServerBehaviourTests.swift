@@ -76,6 +76,21 @@ struct GATTServerNotificationTests {
         #expect(handedOver == [2])
     }
 
+    @Test("Updates that waited are counted under their owner: each user of a shared server keeps its own budget")
+    func handedOverPerOwner() {
+        let a = BearerClient(f.server, loop: loop)
+        var handedOver: [String] = []
+        f.server.onUpdatesHandedOver = { count, owner in handedOver.append("\(owner):\(count)") }
+        #expect(a.send("12 1c00 0100") == ["13"])
+        a.fillLinkQueue()
+        #expect(!f.server.updateValue([1], forCharacteristic: 0x001B, owner: 2))
+        #expect(!f.server.updateValue([2], forCharacteristic: 0x001B, owner: 0))
+        #expect(!f.server.updateValue([3], forCharacteristic: 0x001B, owner: 2))
+        a.drainLinkQueue()
+        #expect(a.takeSent() == ["1b1b0001", "1b1b0002", "1b1b0003"])
+        #expect(handedOver == ["0:1", "2:2"])
+    }
+
     @Test("Disconnection ends subscriptions, reported as unsubscribes, and drops what waited")
     func connectionClosed() {
         let a = BearerClient(f.server, loop: loop)
