@@ -43,8 +43,14 @@ extension HostDevice {
 
     /// The client whose service holds `handle`.
     func owner(of handle: ATTHandle) -> (any HostDeviceClient)? {
-        guard let service = services.first(where: { $0.range.contains(handle) }) else { return nil }
-        return clients.first { $0.id == service.owner }?.client
+        guard let id = ownerID(of: handle) else { return nil }
+        return clients.first { $0.id == id }?.client
+    }
+
+    /// The identifier of the client whose service holds `handle`.
+    func ownerID(of handle: ATTHandle) -> ObjectIdentifier? {
+        for service in services where service.range.contains(handle) { return service.owner }
+        return nil
     }
 
     /// The client now owns traffic on `connection` (a request for its service), so it hears of
@@ -65,11 +71,11 @@ extension HostDevice {
         }
         gattServer.onWrite = { [weak self] requests, respond in
             guard let self, let first = requests.first, let connection = connection(for: first.connection),
-                  let client = owner(of: first.handle) else { return respond(.unlikelyError) }
+                  let id = ownerID(of: first.handle) else { return respond(.unlikelyError) }
             // An Execute Write spanning several clients' services is refused: one answer, all
             // or nothing, cannot come from two clients.
-            let id = ObjectIdentifier(client)
-            guard requests.allSatisfy({ owner(of: $0.handle).map(ObjectIdentifier.init) == id }) else {
+            guard requests.count == 1 || requests.allSatisfy({ ownerID(of: $0.handle) == id }),
+                  let client = clients.first(where: { $0.id == id })?.client else {
                 return respond(.unlikelyError)
             }
             use(connection, by: client)

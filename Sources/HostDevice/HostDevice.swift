@@ -192,6 +192,12 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     /// The connection a GATT server request came on.
     public func connection(for serverConnection: any GATTServerConnection) -> DeviceConnection? {
+        // A device has a few connections: a look at each is cheaper than hashing (every
+        // request and write comes through here). Fleets of them use the index.
+        if connections.count <= 4 {
+            for connection in connections.values where connection.serverConnection === serverConnection { return connection }
+            return nil
+        }
         let key = ObjectIdentifier(serverConnection)
         if let known = connectionsByServerConnection[key] { return known }
         guard let found = connections.values.first(where: { $0.serverConnection === serverConnection }) else { return nil }

@@ -325,7 +325,7 @@ final class PeripheralEngine: HostDeviceClient, @unchecked Sendable {
     /// The link for a connection: made when a central connects, or when a connection the
     /// device made otherwise (as central) first uses this manager's services.
     private func link(for connection: DeviceConnection) -> Link? {
-        if let link = linksByHandle[connection.handle], link.connection === connection { return link }
+        if let link = links[ObjectIdentifier(connection.serverConnection)] { return link }
         guard connection.isOpen, let manager else { return nil }
         let bearer = connection.bearer
         let central = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).identifier(for: connection.peer),
