@@ -114,6 +114,12 @@ public final class ATTBearer: @unchecked Sendable {
     @exclusivity(unchecked) private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
     @exclusivity(unchecked) private var refusedUnacknowledged = false
 
+    /// The bearer's owner, who can end the link, hears here that a request or indication went
+    /// unanswered for `transactionTimeout` (§3.3.3: the bearer is dead; a new one needs a new
+    /// link). One owner: not chained, and not a listener (listeners hear every readiness on the
+    /// notification path, and this one needs only the timeout).
+    @exclusivity(unchecked) public var onTransactionTimeout: (() -> Void)?
+
     // MARK: Listeners
 
     @exclusivity(unchecked) private var listeners: [ATTBearerListenerSlot] = []
@@ -580,6 +586,7 @@ public final class ATTBearer: @unchecked Sendable {
         incomingRequests.removeAll()
         servingRequest = nil
         forEachListener { $0.attBearerDidClose(reason) }
+        if reason == .transactionTimeout { onTransactionTimeout?() }
     }
 }
 

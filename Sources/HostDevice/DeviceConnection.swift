@@ -41,7 +41,7 @@ public struct ConnectionSecurity: Sendable, Hashable {
 /// database. Clients of the device share it; which of them it belongs to is `owners`.
 ///
 /// Loop-confined (the device's loop).
-public final class DeviceConnection: ATTBearerListener, @unchecked Sendable {
+public final class DeviceConnection: @unchecked Sendable {
     public let le: LEConnection
     public let bearer: ATTBearer
     /// The device's GATT server's view of this connection (the key its requests carry).
@@ -70,7 +70,6 @@ public final class DeviceConnection: ATTBearerListener, @unchecked Sendable {
     /// order they took it; an array: one or two, and a set costs more memory per connection.
     @exclusivity(unchecked) var owners: [ObjectIdentifier] = []
     @exclusivity(unchecked) var readyTimer: TimerHandle?
-    @exclusivity(unchecked) weak var device: HostDevice?
 
     init(le: LEConnection, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
         self.le = le
@@ -84,10 +83,6 @@ public final class DeviceConnection: ATTBearerListener, @unchecked Sendable {
     public var role: LERole { le.role }
     public var peer: LEAddress { le.peer }
     public var loop: EventLoop { bearer.loop }
-
-    public func attBearerDidClose(_ reason: ATTBearer.CloseReason) {
-        if reason == .transactionTimeout { device?.attTransactionTimedOut(on: self) }
-    }
 
     /// Whether the client with this identifier owns the connection.
     public func isOwned(by client: ObjectIdentifier) -> Bool { owners.contains(client) }

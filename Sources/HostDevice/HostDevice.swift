@@ -237,8 +237,11 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     public func host(_ host: LEHost, didConnect le: LEConnection) {
         let connection = DeviceConnection(le: le, server: gattServer, loop: loop, log: log)
         connections[le.handle] = connection
-        connection.device = self
-        connection.bearer.addListener(connection)
+        let handle = le.handle
+        connection.bearer.onTransactionTimeout = { [weak self] in
+            guard let self, let connection = connections[handle] else { return }
+            attTransactionTimedOut(on: connection)
+        }
         if le.role == .central {
             centralConnectionCompleted(connection)
         } else {
