@@ -3,8 +3,11 @@ import Foundation
 /// A remote central connected to a peripheral manager.
 open class CBCentral: CBPeer, @unchecked Sendable {
     var maximumUpdateValueLengthStorage: Int
+    /// Which of the peripheral role service's centrals it is (its connection).
+    let centralID: Int
 
-    init(identifier: UUID, maximumUpdateValueLength: Int) {
+    init(identifier: UUID, centralID: Int, maximumUpdateValueLength: Int) {
+        self.centralID = centralID
         maximumUpdateValueLengthStorage = maximumUpdateValueLength
         super.init(identifier: identifier)
     }

@@ -1,15 +1,20 @@
+import ATT
 import AssignedNumbers
 import Dispatch
 import Foundation
 import HostDevice
 import HostStack
+import RoleServices
 
 /// The local device as a peripheral: publishes a GATT database, advertises, answers centrals.
 open class CBPeripheralManager: CBManager, @unchecked Sendable {
     private weak var delegateStorage: CBPeripheralManagerDelegate?
     private var isAdvertisingStorage = false
-    /// Everything on the device's loop: services, connections, requests, updates.
-    let engine = PeripheralEngine()
+    /// The peripheral role on the device's loop (a client of the device while it is on:
+    /// services, advertising, connections, requests, updates), and what turns its events
+    /// (values) into objects and delegate calls.
+    private let service = PeripheralService()
+    private let events = PeripheralEvents()
 
     /// Who hears about state, requests and subscriptions (held weakly).
     public weak var delegate: CBPeripheralManagerDelegate? {
@@ -32,7 +37,9 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     public init(delegate: CBPeripheralManagerDelegate?, queue: DispatchQueue?, options: [String: Any]? = nil) {
         super.init(queue: queue, options: options)
         delegateStorage = delegate
-        engine.manager = self
+        events.manager = self
+        service.events = events
+        service.log = StackLog.sink
         startDevice()
     }
 
@@ -40,21 +47,23 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         delegate?.peripheralManagerDidUpdateState(self)
     }
 
-    override var deviceClient: (any HostDeviceClient)? { engine }
+    override var deviceClient: (any HostDeviceClient)? { service }
 
     override func deviceDidStart(_ hostDevice: HostDevice) {
-        engine.deviceDidStart(hostDevice)
+        service.deviceDidStart(hostDevice)
     }
 
     override func deviceDidStop() {
-        engine.deviceDidStop()
+        service.deviceDidStop()
+        events.deviceDidStop()
     }
 
-    /// Runs `body` on the device's loop with the engine, if the device is up.
-    private func onEngine(_ body: @escaping @Sendable (PeripheralEngine) -> Void) {
+    /// Runs `body` on the device's loop with the peripheral role service and the API side's
+    /// events, if the device is on.
+    private func onService(_ body: @escaping @Sendable (PeripheralService, PeripheralEvents) -> Void) {
         guard let device else { return }
-        let engine = self.engine
-        device.loop.execute { if engine.isOn { body(engine) } }
+        let (service, events) = (self.service, self.events)
+        device.loop.execute { if service.isOn { body(service, events) } }
     }
 
     /// Runs `body` on the delegate queue with the delegate.
@@ -117,21 +126,32 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
             return
         }
         let (localName, uuids, manufacturer) = (name, serviceUUIDs, manufacturerData)
-        onEngine { $0.startAdvertising(name: localName, serviceUUIDs: uuids, manufacturerData: manufacturer) }
+        onService { service, _ in service.startAdvertising(name: localName, serviceUUIDs: uuids, manufacturerData: manufacturer) }
     }
 
     /// Stops advertising.
     open func stopAdvertising() {
         guard requirePoweredOn("stopAdvertising()") else { return }
         setAdvertisingFlag(false)
-        onEngine { $0.stopAdvertising() }
+        onService { service, _ in service.stopAdvertising() }
     }
 
     /// Asks `central` for a connection interval matching `latency`: 7.5–15 ms for `.low`,
     /// 30–50 ms for `.medium`, 100–150 ms for `.high`.
     open func setDesiredConnectionLatency(_ latency: CBPeripheralManagerConnectionLatency, for central: CBCentral) {
         guard requirePoweredOn("setDesiredConnectionLatency(_:for:)") else { return }
-        onEngine { $0.setDesiredConnectionLatency(latency, for: central) }
+        let level: PeripheralConnectionLatency = switch latency {
+        case .low: .low
+        case .medium: .medium
+        case .high: .high
+        }
+        onService { service, events in
+            guard events.isConnected(central) else {
+                APIMisuse.report("setDesiredConnectionLatency(_:for:) for a central that is not connected")
+                return
+            }
+            service.setDesiredConnectionLatency(level, for: central.centralID)
+        }
     }
 
     /// Publishes `service` (and its characteristics and descriptors): `peripheralManager(_:didAdd:error:)`.
@@ -141,7 +161,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         guard requirePoweredOn("add(_:)") else { return }
         switch ServiceBlueprint.make(service) {
         case .success(let blueprint):
-            onEngine { $0.publish(blueprint) }
+            onService { service, events in events.publish(blueprint, on: service) }
         case .failure(let error):
             APIMisuse.report("add(_:) of service \(service.uuid): \(error.userInfo[NSLocalizedDescriptionKey] as? String ?? "\(error.code)")")
             deliver { manager, delegate in delegate?.peripheralManager(manager, didAdd: service, error: error) }
@@ -151,13 +171,13 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// Removes a published service (not one another published service includes).
     open func remove(_ service: CBMutableService) {
         guard requirePoweredOn("remove(_:)") else { return }
-        onEngine { $0.unpublish(service) }
+        onService { roleService, events in events.unpublish(service, on: roleService) }
     }
 
     /// Removes every published service.
     open func removeAllServices() {
         guard requirePoweredOn("removeAllServices()") else { return }
-        onEngine { $0.unpublishAll() }
+        onService { service, _ in service.unpublishAll() }
     }
 
     /// Answers a read or write request: once per `didReceiveRead`, and once per
@@ -166,12 +186,13 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     open func respond(to request: CBATTRequest, withResult result: CBATTError.Code) {
         let id = request.transaction
         guard id >= 0 else { return }
-        guard engine.outstanding.withLock({ $0.remove(id) != nil }) else {
+        guard events.outstanding.withLock({ $0.remove(id) != nil }) else {
             APIMisuse.report("respond(to:withResult:) for a request that was already answered or is unknown (or whose central disconnected)")
             return
         }
-        let value = request.value
-        onEngine { $0.answer(id, result, value: value) }
+        let error: ATTErrorCode? = result == .success ? nil : ATTErrorCode(rawValue: UInt8(truncatingIfNeeded: result.rawValue))
+        let value = request.value.map { $0.byteArray }
+        onService { service, _ in service.answer(id, error: error, value: value) }
     }
 
     /// Sends `value` to the subscribed centrals (all when `centrals` is nil), as a notification
@@ -181,12 +202,13 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     open func updateValue(_ value: Data, for characteristic: CBMutableCharacteristic,
                           onSubscribedCentrals centrals: [CBCentral]?) -> Bool {
         guard requirePoweredOn("updateValue(_:for:onSubscribedCentrals:)"), let device else { return false }
-        let (accepted, needsDrain) = engine.inbox.withLock {
-            $0.accept(AcceptedUpdate(characteristic: characteristic, value: value, centrals: centrals))
-        }
+        // Resolved here, so that only values cross to the loop (0: not published).
+        let handle = ATTHandle(synchronized { characteristic.valueHandle })
+        let (accepted, needsDrain) = service.acceptUpdate(PeripheralUpdate(handle: handle, value: value,
+                                                                           centrals: centrals?.map(\.centralID)))
         if needsDrain {
-            let engine = self.engine
-            device.loop.execute { engine.drainInbox() }
+            let service = self.service
+            device.loop.execute { service.drainInbox() }
         }
         return accepted
     }

@@ -1,14 +1,5 @@
-import Foundation
-
-/// One value `updateValue(_:for:onSubscribedCentrals:)` accepted, on its way to the loop.
-struct AcceptedUpdate: @unchecked Sendable {
-    let characteristic: CBMutableCharacteristic
-    let value: Data
-    /// Nil: every subscribed central.
-    let centrals: [CBCentral]?
-}
-
-/// The hand-off between `updateValue` (any thread, must not block on the loop) and the loop.
+/// The hand-off between `PeripheralService.acceptUpdate` (any thread, must not block on the
+/// loop: `updateValue` on the API side) and the loop.
 ///
 /// A fixed budget of updates may be in flight: accepted by `updateValue` and not yet handed to
 /// every subscriber's bearer. `updateValue` takes one slot (or returns false, and readiness is
@@ -20,7 +11,7 @@ struct AcceptedUpdate: @unchecked Sendable {
 struct UpdateInbox {
     static let budget = 512
 
-    var pending: [AcceptedUpdate] = []
+    var pending: [PeripheralUpdate] = []
     var available = UpdateInbox.budget
     var owesReadiness = false
     var drainRequested = false
@@ -28,7 +19,7 @@ struct UpdateInbox {
     init() { pending.reserveCapacity(Self.budget) }
 
     /// Takes a slot and queues the value; `needsDrain` when the loop must be asked to drain.
-    mutating func accept(_ update: AcceptedUpdate) -> (accepted: Bool, needsDrain: Bool) {
+    mutating func accept(_ update: PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
         guard available > 0 else {
             owesReadiness = true
             return (false, false)
@@ -41,7 +32,7 @@ struct UpdateInbox {
     }
 
     /// Hands the queued values to the loop (swapped into `buffer`, which must be empty).
-    mutating func take(into buffer: inout [AcceptedUpdate]) {
+    mutating func take(into buffer: inout [PeripheralUpdate]) {
         swap(&pending, &buffer)
         drainRequested = false
     }

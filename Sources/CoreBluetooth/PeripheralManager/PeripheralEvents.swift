@@ -1,0 +1,271 @@
+import ATT
+import Foundation
+import GATT
+import HCI
+import HCITransport
+import HostDevice
+import RoleServices
+import Scheduling
+
+/// The API side of the peripheral role: keeps the app's objects for what the role service names
+/// by value (services by key, characteristics by value handle, centrals by id), turns the
+/// service's events into `CBCentral`s, `CBATTRequest`s, errors and delegate calls on the
+/// manager's queue, and checks the app's services before they become values for the service.
+///
+/// Loop-confined (called on the device's loop, by the service or the manager's loop jobs),
+/// except `outstanding` (behind its lock), which `respond(to:withResult:)` uses on any thread.
+final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
+    @exclusivity(unchecked) weak var manager: CBPeripheralManager?
+
+    /// Requests handed to the delegate and not answered yet (their ids).
+    let outstanding = Locked(Set<Int>())
+
+    @exclusivity(unchecked) private var centrals: [Int: CBCentral] = [:]
+
+    @exclusivity(unchecked) private var nextKey = 0
+    @exclusivity(unchecked) private var keysByService: [ObjectIdentifier: Int] = [:]
+    @exclusivity(unchecked) private var published: [Int: PublishedService] = [:]
+    /// Services handed to the role service, waiting for its `didPublish`.
+    @exclusivity(unchecked) private var publishing: [Int: ServiceBlueprint] = [:]
+    @exclusivity(unchecked) private var characteristicsByHandle: [ATTHandle: CBMutableCharacteristic] = [:]
+    @exclusivity(unchecked) private var handlesByCharacteristic = IntegerKeyMap<ObjectIdentifier, ATTHandle>()
+
+    struct PublishedService {
+        let service: CBMutableService
+        let characteristics: [(CBMutableCharacteristic, ATTHandle)]
+    }
+
+    /// Runs `body` on the delegate queue with the manager and its delegate.
+    private func deliver(_ body: @escaping @Sendable (CBPeripheralManager, CBPeripheralManagerDelegate?) -> Void) {
+        guard let manager else { return }
+        manager.callbacks.async { [weak manager] in
+            guard let manager else { return }
+            body(manager, manager.delegate)
+        }
+    }
+
+    /// The device stopped (after the service's `deviceDidStop`): advertising is off and the
+    /// services are gone.
+    func deviceDidStop() {
+        manager?.setAdvertisingFlag(false)
+        for record in published.values { forgetHandles(record) }
+        published = [:]
+        keysByService = [:]
+        publishing = [:]
+        characteristicsByHandle = [:]
+        handlesByCharacteristic = [:]
+        centrals = [:]
+    }
+
+    /// Whether `central` is one of this manager's connected centrals.
+    func isConnected(_ central: CBCentral) -> Bool { centrals[central.centralID] === central }
+
+    // MARK: - Services
+
+    private func fail(_ service: CBMutableService, _ error: CBError) {
+        APIMisuse.report("add(_:) of service \(service.uuid): \(error.userInfo[NSLocalizedDescriptionKey] as? String ?? "\(error.code)")")
+        deliver { manager, delegate in delegate?.peripheralManager(manager, didAdd: service, error: error) }
+    }
+
+    /// Checks the app's objects (not published twice, included services published first), then
+    /// hands the service to the role service under a new key.
+    func publish(_ blueprint: ServiceBlueprint, on roleService: PeripheralService) {
+        let service = blueprint.service
+        guard keysByService[ObjectIdentifier(service)] == nil else {
+            return fail(service, ServiceBlueprint.invalid("service \(service.uuid) is already published"))
+        }
+        for characteristic in blueprint.characteristics where handlesByCharacteristic[ObjectIdentifier(characteristic)] != nil {
+            return fail(service, ServiceBlueprint.invalid("characteristic \(characteristic.uuid) already belongs to a published service"))
+        }
+        var included: [Int] = []
+        for other in blueprint.includedServices {
+            guard let key = keysByService[ObjectIdentifier(other)] else {
+                return fail(service, ServiceBlueprint.invalid("service \(service.uuid) includes service \(other.uuid), which is not published; add it first"))
+            }
+            included.append(key)
+        }
+        nextKey += 1
+        publishing[nextKey] = blueprint
+        roleService.publish(blueprint.gattService, key: nextKey, includedKeys: included)
+    }
+
+    func peripheral(_ roleService: PeripheralService, didPublish key: Int, result: Result<GATTServiceHandles, PeripheralPublishError>) {
+        guard let blueprint = publishing.removeValue(forKey: key) else { return }
+        let service = blueprint.service
+        let handles: GATTServiceHandles
+        switch result {
+        case .success(let placed):
+            handles = placed
+        case .failure(.alreadyPublished):
+            return fail(service, ServiceBlueprint.invalid("service \(service.uuid) is already published"))
+        case .failure(.includedServiceNotPublished):
+            return fail(service, ServiceBlueprint.invalid("service \(service.uuid) includes a service which is not published; add it first"))
+        case .failure(.database(let error)):
+            let code: CBError.Code = error == .outOfHandles ? .outOfSpace : .invalidParameters
+            return fail(service, CBError(code, userInfo: [NSLocalizedDescriptionKey: "service \(service.uuid) cannot be published: \(error)"]))
+        }
+        var characteristics: [(CBMutableCharacteristic, ATTHandle)] = []
+        for (characteristic, placed) in zip(blueprint.characteristics, handles.characteristics) {
+            characteristics.append((characteristic, placed.value))
+            characteristicsByHandle[placed.value] = characteristic
+            handlesByCharacteristic[ObjectIdentifier(characteristic)] = placed.value
+        }
+        keysByService[ObjectIdentifier(service)] = key
+        published[key] = PublishedService(service: service, characteristics: characteristics)
+        let range = handles.range
+        let valueHandles = zip(blueprint.characteristics, handles.characteristics).map { ($0, $1) }
+        deliver { manager, delegate in
+            synchronized {
+                service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue
+                for (characteristic, placed) in valueHandles {
+                    characteristic.declarationHandle = placed.declaration.rawValue
+                    characteristic.valueHandle = placed.value.rawValue
+                }
+            }
+            delegate?.peripheralManager(manager, didAdd: service, error: nil)
+        }
+    }
+
+    func unpublish(_ service: CBMutableService, on roleService: PeripheralService) {
+        guard let key = keysByService[ObjectIdentifier(service)] else {
+            APIMisuse.report("remove(_:) of service \(service.uuid), which is not published")
+            return
+        }
+        roleService.unpublish(key)
+    }
+
+    func peripheral(_ roleService: PeripheralService, didUnpublish key: Int, error: PeripheralUnpublishError?) {
+        guard let record = published[key] else { return }
+        let service = record.service
+        switch error {
+        case nil:
+            drop(key, record)
+        case .notPublished?:
+            APIMisuse.report("remove(_:) of service \(service.uuid), which is not published")
+        case .included(let includer)?:
+            let uuid = published[includer].map { "\($0.service.uuid)" } ?? "?"
+            APIMisuse.report("remove(_:) of service \(service.uuid), which published service \(uuid) includes; remove that one first")
+        case .database(let error)?:
+            APIMisuse.report("remove(_:) of service \(service.uuid): \(error)")
+        }
+    }
+
+    private func drop(_ key: Int, _ record: PublishedService) {
+        published[key] = nil
+        keysByService[ObjectIdentifier(record.service)] = nil
+        for (characteristic, handle) in record.characteristics {
+            characteristicsByHandle[handle] = nil
+            handlesByCharacteristic[ObjectIdentifier(characteristic)] = nil
+        }
+        forgetHandles(record)
+    }
+
+    private func forgetHandles(_ record: PublishedService) {
+        let service = record.service
+        let characteristics = record.characteristics.map(\.0)
+        synchronized {
+            service.handleRange = nil
+            for characteristic in characteristics {
+                characteristic.declarationHandle = 0
+                characteristic.valueHandle = 0
+                characteristic.subscribedCentralsStorage = nil
+            }
+        }
+    }
+
+    // MARK: - Advertising
+
+    func peripheral(_ roleService: PeripheralService, didStartAdvertising error: PeripheralAdvertisingError?, isOn: Bool) {
+        let cbError: CBError? = switch error {
+        case nil: nil
+        case .alreadyAdvertising?: CBError(.alreadyAdvertising)
+        case .manufacturerDataDoesNotFit(let count)?:
+            CBError(.invalidParameters, userInfo: [
+                NSLocalizedDescriptionKey: "the manufacturer data (\(count) bytes) does not fit in the advertisement",
+            ])
+        case .refused(let failure)?:
+            CBError(.unknown, userInfo: [NSLocalizedDescriptionKey: "the controller refused to advertise: \(failure)"])
+        }
+        if isOn { manager?.setAdvertisingFlag(true) }
+        deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: cbError) }
+    }
+
+    func peripheralAdvertisingStopped(_ roleService: PeripheralService) {
+        manager?.setAdvertisingFlag(false)
+    }
+
+    // MARK: - Centrals
+
+    func peripheral(_ roleService: PeripheralService, centralConnected central: Int, peer: LEAddress, mtu: Int) {
+        guard let manager else { return }
+        centrals[central] = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).identifier(for: peer),
+                                      centralID: central, maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu))
+    }
+
+    func peripheral(_ roleService: PeripheralService, central: Int, mtuChanged mtu: Int) {
+        guard let central = centrals[central] else { return }
+        synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
+    }
+
+    func peripheral(_ roleService: PeripheralService, centralDisconnected central: Int, abandonedRequests: [Int]) {
+        centrals[central] = nil
+        if !abandonedRequests.isEmpty { outstanding.withLock { $0.subtract(abandonedRequests) } }
+    }
+
+    func peripheral(_ roleService: PeripheralService, deviceDidClose error: HCITransportError?) {
+        manager?.hostDidClose(error)
+    }
+
+    // MARK: - Requests
+
+    func peripheral(_ roleService: PeripheralService, readRequest id: Int, central: Int, handle: ATTHandle, offset: Int) {
+        guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else {
+            return roleService.answer(id, error: .unlikelyError, value: nil)
+        }
+        outstanding.withLock { _ = $0.insert(id) }
+        let request = CBATTRequest(central: central, characteristic: characteristic, offset: offset, value: nil, transaction: id)
+        deliver { manager, delegate in delegate?.peripheralManager(manager, didReceiveRead: request) }
+    }
+
+    func peripheral(_ roleService: PeripheralService, writeRequest id: Int, writes: [PeripheralWrite]) {
+        var requests: [CBATTRequest] = []
+        requests.reserveCapacity(writes.count)
+        for write in writes {
+            guard let central = centrals[write.central], let characteristic = characteristicsByHandle[write.handle] else {
+                if id >= 0 { roleService.answer(id, error: .unlikelyError, value: nil) }
+                return
+            }
+            requests.append(CBATTRequest(central: central, characteristic: characteristic, offset: write.offset,
+                                         value: Data(write.value), transaction: id))
+        }
+        if id >= 0 { outstanding.withLock { _ = $0.insert(id) } }
+        let attRequests = requests
+        deliver { manager, delegate in delegate?.peripheralManager(manager, didReceiveWrite: attRequests) }
+    }
+
+    // MARK: - Subscriptions and updates
+
+    func peripheral(_ roleService: PeripheralService, central: Int, subscribedTo handle: ATTHandle) {
+        guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
+        deliver { manager, delegate in
+            synchronized {
+                var centrals = characteristic.subscribedCentralsStorage ?? []
+                if !centrals.contains(where: { $0 === central }) { centrals.append(central) }
+                characteristic.subscribedCentralsStorage = centrals
+            }
+            delegate?.peripheralManager(manager, central: central, didSubscribeTo: characteristic)
+        }
+    }
+
+    func peripheral(_ roleService: PeripheralService, central: Int, unsubscribedFrom handle: ATTHandle) {
+        guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
+        deliver { manager, delegate in
+            synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
+            delegate?.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
+        }
+    }
+
+    func peripheralReadyToUpdateSubscribers(_ roleService: PeripheralService) {
+        deliver { manager, delegate in delegate?.peripheralManagerIsReady(toUpdateSubscribers: manager) }
+    }
+}
