@@ -67,8 +67,17 @@ public final class DeviceConnection: @unchecked Sendable {
     /// An ATT request or indication went unanswered for 30 s: the device ended the link.
     @exclusivity(unchecked) public internal(set) var attTimedOut = false
     /// The clients this connection belongs to (by `ObjectIdentifier` of the client), in the
-    /// order they took it; an array: one or two, and a set costs more memory per connection.
-    @exclusivity(unchecked) var owners: [ObjectIdentifier] = []
+    /// order they took it. Mostly one: kept inline, the others in an array that is empty (no
+    /// storage) until a second client shares the connection — fleets count every byte.
+    var owners: [ObjectIdentifier] {
+        get { firstOwner.map { [$0] + otherOwners } ?? [] }
+        set {
+            firstOwner = newValue.first
+            otherOwners = Array(newValue.dropFirst())
+        }
+    }
+    @exclusivity(unchecked) private var firstOwner: ObjectIdentifier?
+    @exclusivity(unchecked) private var otherOwners: [ObjectIdentifier] = []
     @exclusivity(unchecked) var readyTimer: TimerHandle?
 
     init(le: LEConnection, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
@@ -85,5 +94,36 @@ public final class DeviceConnection: @unchecked Sendable {
     public var loop: EventLoop { bearer.loop }
 
     /// Whether the client with this identifier owns the connection.
-    public func isOwned(by client: ObjectIdentifier) -> Bool { owners.contains(client) }
+    public func isOwned(by client: ObjectIdentifier) -> Bool { firstOwner == client || otherOwners.contains(client) }
+}
+
+/// A device's connections by handle: an array searched in order (a device has a few, and a
+/// lookup happens per HCI event, not per packet), so a connection costs a slot rather than a
+/// dictionary's storage of its own.
+public struct ConnectionTable: Sendable {
+    private var items: [DeviceConnection] = []
+
+    public init() {}
+
+    public subscript(handle: ConnectionHandle) -> DeviceConnection? {
+        get {
+            for connection in items where connection.handle == handle { return connection }
+            return nil
+        }
+        set {
+            items.removeAll { $0.handle == handle }
+            if let newValue { items.append(newValue) }
+        }
+    }
+
+    /// In the order they were made.
+    public var values: [DeviceConnection] { items }
+    public var count: Int { items.count }
+    public var isEmpty: Bool { items.isEmpty }
+
+    @discardableResult
+    public mutating func removeValue(forKey handle: ConnectionHandle) -> DeviceConnection? {
+        guard let index = items.firstIndex(where: { $0.handle == handle }) else { return nil }
+        return items.remove(at: index)
+    }
 }

@@ -46,7 +46,7 @@ extension HostDevice {
     public func disconnect(_ connection: DeviceConnection, for client: any HostDeviceClient) {
         dispatchPrecondition()
         let id = ObjectIdentifier(client)
-        guard connection.isOpen, connection.owners.contains(id) else {
+        guard connection.isOpen, connection.isOwned(by: id) else {
             log?("a client asked to end a connection it does not own (\(connection.peer)); refused")
             return
         }

@@ -57,7 +57,7 @@ extension HostDevice {
     /// the connection's end even if it does not own the connection.
     private func use(_ connection: DeviceConnection, by client: any HostDeviceClient) {
         let id = ObjectIdentifier(client)
-        guard !connection.owners.contains(id) else { return }
+        guard !connection.isOwned(by: id) else { return }
         users[connection.handle, default: []].insert(id)
     }
 

@@ -47,7 +47,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// In the order they joined: callbacks reach them in that order.
     @exclusivity(unchecked) var clients: [ClientEntry] = []
 
-    @exclusivity(unchecked) public private(set) var connections: [ConnectionHandle: DeviceConnection] = [:]
+    @exclusivity(unchecked) public private(set) var connections = ConnectionTable()
     /// Connections by their GATT server connection, filled as requests arrive (a connection
     /// that never carries a request costs no entry: fleets of connections count every byte).
     @exclusivity(unchecked) var connectionsByServerConnection: [ObjectIdentifier: DeviceConnection] = [:]
@@ -164,7 +164,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         let entry = clients.remove(at: index)
         if entry.isScanning { reconcileScan() }
         for peer in pending.filter({ $0.owners.contains(id) }).map(\.peer) { dropPendingOwner(id, of: peer) }
-        for connection in connections.values where connection.owners.contains(id) {
+        for connection in connections.values where connection.isOwned(by: id) {
             connection.owners.removeAll { $0 == id }
             if connection.owners.isEmpty && connection.role == .central { host.disconnect(connection.le) }
         }
@@ -310,7 +310,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
             connection.readyTimer?.cancel()
             connection.readyTimer = nil
         }
-        connections = [:]
+        connections = ConnectionTable()
         connectionsByServerConnection = [:]
         users = [:]
         pending = []
