@@ -119,10 +119,10 @@ public final class L2CAPLink: @unchecked Sendable {
     /// The LE signalling channel: the link's own (its handlers are the link's).
     @exclusivity(unchecked) private var signaling: L2CAPFixedChannel!
 
-    /// The fixed channels in CID order: three or four per link, so a short scan finds one (a
-    /// table indexed by CID would cost half a KiB per link, and fleets have thousands of
-    /// links); ATT, the per-packet one, is checked first.
-    @exclusivity(unchecked) private var channelsInOrder: [L2CAPFixedChannel] = []
+    /// Fixed channels a layer above registered besides ATT, LE signalling and SMP (kept in the
+    /// properties above), in CID order. Empty, and so without storage, on most links: a table
+    /// per link would cost memory fleets of thousands of links feel.
+    @exclusivity(unchecked) private var otherChannels: [L2CAPFixedChannel] = []
     /// CIDs below this are fixed channels on LE-U (§2.1, Table 2.3); 0x0040 starts the dynamic range.
     public static let fixedChannelLimit: UInt16 = 0x0040
 
@@ -140,11 +140,11 @@ public final class L2CAPLink: @unchecked Sendable {
         self.role = role
         self.lower = lower
         self.loop = loop
-        // The fixed channels every LE-U link has register themselves.
-        att = register(fixedChannel: L2CAPChannelID.att)
-        signaling = register(fixedChannel: L2CAPChannelID.leSignaling)
+        // The fixed channels every LE-U link has.
+        att = L2CAPFixedChannel(channelID: L2CAPChannelID.att, link: self)
+        signaling = L2CAPFixedChannel(channelID: L2CAPChannelID.leSignaling, link: self)
         signaling.onReceive = { [unowned self] payload in receiveSignaling(payload) }
-        securityManager = register(fixedChannel: L2CAPChannelID.securityManager)
+        securityManager = L2CAPFixedChannel(channelID: L2CAPChannelID.securityManager, link: self)
         securityManager.onReceive = { [unowned self] sdu in refusePairing(sdu) }
     }
 
@@ -159,21 +159,30 @@ public final class L2CAPLink: @unchecked Sendable {
             return nil
         }
         let channel = L2CAPFixedChannel(channelID: channelID, link: self)
-        if channelsInOrder.isEmpty { channelsInOrder.reserveCapacity(4) }
-        channelsInOrder.append(channel)
-        channelsInOrder.sort { $0.channelID < $1.channelID }
+        otherChannels.append(channel)
+        otherChannels.sort { $0.channelID < $1.channelID }
         return channel
     }
 
     /// The channel registered for `channelID`, if any.
     public func channel(for channelID: UInt16) -> L2CAPFixedChannel? {
-        if channelID == L2CAPChannelID.att, let att { return att }
-        for channel in channelsInOrder where channel.channelID == channelID { return channel }
-        return nil
+        switch channelID {
+        case L2CAPChannelID.att: return att
+        case L2CAPChannelID.leSignaling: return signaling
+        case L2CAPChannelID.securityManager: return securityManager
+        default:
+            for channel in otherChannels where channel.channelID == channelID { return channel }
+            return nil
+        }
     }
 
     /// The CIDs that have a channel, in order.
-    public var channelIDs: [UInt16] { channelsInOrder.map(\.channelID) }
+    public var channelIDs: [UInt16] { allChannelsInOrder.map(\.channelID) }
+
+    /// Every channel, in CID order.
+    private var allChannelsInOrder: [L2CAPFixedChannel] {
+        (otherChannels + [att, signaling, securityManager].compactMap { $0 }).sorted { $0.channelID < $1.channelID }
+    }
 
     // Dynamic channels (later): LE credit-based and enhanced credit-based channels (§4.22–4.27,
     // §10) take CIDs from `L2CAPChannelID.dynamicRange` (0x0040–0x007F) as LE signalling opens
@@ -313,7 +322,12 @@ public final class L2CAPLink: @unchecked Sendable {
     /// The layer below drained this link's outbound queue: tells the channels' users.
     public func lowerLayerCanSendMore() {
         guard isOpen else { return }
-        for channel in channelsInOrder { channel.onCanSendMore?() }
+        // In CID order, without making a list (this runs as the controller's buffers drain).
+        for channel in otherChannels where channel.channelID < L2CAPChannelID.att { channel.onCanSendMore?() }
+        att.onCanSendMore?()
+        signaling.onCanSendMore?()
+        securityManager.onCanSendMore?()
+        for channel in otherChannels where channel.channelID > L2CAPChannelID.securityManager { channel.onCanSendMore?() }
     }
 
     // MARK: Closing
@@ -328,7 +342,7 @@ public final class L2CAPLink: @unchecked Sendable {
             request.timer.cancel()
             request.completion(.failure(.disconnected))
         }
-        for channel in channelsInOrder { channel.onClose?() }
+        for channel in allChannelsInOrder { channel.onClose?() }
     }
 
     // MARK: SMP until pairing exists
