@@ -44,7 +44,10 @@ public protocol CentralServiceEvents: AnyObject {
     /// The API side sets `link.events` to hear of the link.
     func central(_ service: CentralService, didConnect link: CentralLink)
     func central(_ service: CentralService, didFailToConnect peer: LEAddress, error: DeviceConnectError)
-    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection)
+    /// A connection ended. `isReconnecting`: the peer went away and, as the API side asked
+    /// (auto-reconnect), the service is connecting to it again; `didConnect` follows when it is
+    /// back, and `cancel` stops trying.
+    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool)
     /// The controller is gone: every scan and connection ended with it.
     func central(_ service: CentralService, deviceDidClose error: HCITransportError?)
 }
@@ -82,6 +85,8 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
     // MARK: Connections
 
     public private(set) var links: [LEAddress: CentralLink] = [:]
+    /// Peers to connect to again by themselves when the link drops (iOS 17's auto-reconnect).
+    private var autoReconnecting: Set<LEAddress> = []
 
     public init() {}
 
@@ -101,6 +106,7 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
         advertisers = [:]
         let all = links.values
         links = [:]
+        autoReconnecting = []
         for link in all { link.close() }
         device = nil
     }
@@ -154,7 +160,10 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
 
     // MARK: - Connecting
 
-    public func connect(_ peer: LEAddress) {
+    /// Connects to `peer` (never timing out). With `autoReconnect`, a link that drops for any
+    /// reason but `cancel` is reported with `isReconnecting` and made again.
+    public func connect(_ peer: LEAddress, autoReconnect: Bool = false) {
+        if autoReconnect { autoReconnecting.insert(peer) } else { autoReconnecting.remove(peer) }
         if let link = links[peer] {
             // Already connected: the API side hears it again (as on iOS).
             events?.central(self, didConnect: link)
@@ -168,13 +177,14 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
     /// being attempted. `notify`: whether the API side wants `didDisconnect` for it.
     public func cancel(_ peer: LEAddress, notify: Bool) {
         guard let device else { return }
+        autoReconnecting.remove(peer)
         if let link = links[peer] {
             link.cancellation = .requested(notify: notify)
             device.disconnect(link.connection, for: self)
             return
         }
         guard device.cancelConnecting(to: peer, for: self) else { return }
-        if notify { events?.central(self, didDisconnect: peer, cause: .requested(notify: true)) }
+        if notify { events?.central(self, didDisconnect: peer, cause: .requested(notify: true), isReconnecting: false) }
     }
 
     public func device(_ device: HostDevice, didFailToConnectTo peer: LEAddress, error: DeviceConnectError) {
@@ -210,7 +220,9 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
         } else {
             .link(reason)
         }
-        events?.central(self, didDisconnect: connection.peer, cause: cause)
+        let reconnect: Bool = if case .requested = cause { false } else { autoReconnecting.contains(connection.peer) }
+        events?.central(self, didDisconnect: connection.peer, cause: cause, isReconnecting: reconnect)
+        if reconnect { device.connect(to: connection.peer, for: self) }
     }
 
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {

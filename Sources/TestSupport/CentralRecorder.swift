@@ -61,6 +61,14 @@ public final class CentralRecorder: NSObject, CBCentralManagerDelegate, CBPeriph
         record("fail", error)
     }
 
+    /// The iOS 17 form: a disconnection with auto-reconnect under way is written down as
+    /// "disconnect reconnecting …"; the others go to the older form, as Apple's default does.
+    public func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral,
+                               timestamp: CFAbsoluteTime, isReconnecting: Bool, error: Error?) {
+        guard isReconnecting else { return centralManager(central, didDisconnectPeripheral: peripheral, error: error) }
+        record("disconnect", error, detail: "reconnecting \(peripheral.name ?? "?")")
+    }
+
     public func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: Error?) {
         record("disconnect", error)
     }

@@ -304,6 +304,37 @@ final class CentralFixture: @unchecked Sendable {
         #expect(error.code == .peripheralDisconnected)
     }
 
+    @Test func autoReconnectComesBackAfterThePeripheralLeavesUntilCancelled() throws {
+        let fixture = try CentralFixture()
+        fixture.central.scanForPeripherals(withServices: nil)
+        #expect(fixture.wait(for: "discover Sensor"))
+        let peripheral = try #require(fixture.recorder.discovered(named: "Sensor"))
+        fixture.central.stopScan()
+        fixture.central.connect(peripheral, options: [CBConnectPeripheralOptionEnableAutoReconnect: true])
+        #expect(fixture.wait({ fixture.recorder.log.count(prefix: "connect") == 1 }))
+        // The peripheral ends the link: the app hears it with isReconnecting, and the central
+        // goes on connecting by itself.
+        fixture.device.onLoop { device in device.host.disconnect(device.connection!) }
+        #expect(fixture.wait({ fixture.recorder.log.count(prefix: "disconnect reconnecting") == 1 }))
+        #expect(peripheral.state == .connecting)
+        #expect((fixture.recorder.error("disconnect") as? CBError)?.code == .peripheralDisconnected)
+        // The peripheral advertises again: the connection comes back with no call from the app.
+        let data: AdvertisingData = [.flags(.leGeneralDiscoverableLEOnly), .localName("Sensor", complete: true)]
+        try fixture.device.await { device, done in
+            device.host.startAdvertising(AdvertisingParameters(intervalMin: 0x20, intervalMax: 0x20, data: data.encoded),
+                                         completion: done)
+        }
+        #expect(fixture.wait({ fixture.recorder.log.count(prefix: "connect") == 2 }))
+        #expect(peripheral.state == .connected)
+        // Cancelling stops it: the app hears a plain disconnection, and nothing reconnects.
+        fixture.central.cancelPeripheralConnection(peripheral)
+        #expect(fixture.wait({ fixture.recorder.log.count(prefix: "disconnect") == 2 }))
+        #expect(fixture.recorder.log.count(prefix: "disconnect reconnecting") == 1)
+        #expect(peripheral.state == .disconnected)
+        fixture.radio.run(for: .seconds(5))
+        #expect(fixture.recorder.log.count(prefix: "connect") == 2 && peripheral.state == .disconnected)
+    }
+
     @Test func aDeviceOutOfRangeTimesTheConnectionOut() throws {
         let fixture = try CentralFixture()
         let peripheral = try fixture.connectedSensor()

@@ -229,12 +229,16 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         }
         guard shouldConnect else { return }
         let seconds = (options?[CBConnectPeripheralOptionStartDelayKey] as? NSNumber)?.doubleValue ?? 0
+        // iOS 17: reconnect by itself after the peer goes away, until cancelled.
+        let autoReconnect = Self.bool(options?[CBConnectPeripheralOptionEnableAutoReconnect])
         let delay: Duration = seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : .zero
         onService { service in
             if delay == .zero {
-                service.connect(address)
+                service.connect(address, autoReconnect: autoReconnect)
             } else {
-                _ = service.device?.loop.schedule(after: delay) { [weak service] in service?.connect(address) }
+                _ = service.device?.loop.schedule(after: delay) { [weak service] in
+                    service?.connect(address, autoReconnect: autoReconnect)
+                }
             }
         }
     }
@@ -282,12 +286,14 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         deliver { manager, delegate in delegate.centralManager(manager, didFailToConnect: peripheral, error: error) }
     }
 
-    func didDisconnect(_ peripheral: CBPeripheral, error: CBError?) {
-        synchronized { peripheral.linkStateStorage = .disconnected }
+    /// The connection ended; with `isReconnecting` (auto-reconnect) the peripheral is being
+    /// connected again and stays `.connecting` until `didConnect`.
+    func didDisconnect(_ peripheral: CBPeripheral, error: CBError?, isReconnecting: Bool = false) {
+        synchronized { peripheral.linkStateStorage = isReconnecting ? .connecting : .disconnected }
         let timestamp = Date().timeIntervalSinceReferenceDate
         deliver { manager, delegate in
             delegate.centralManager(manager, didDisconnectPeripheral: peripheral, timestamp: timestamp,
-                                    isReconnecting: false, error: error)
+                                    isReconnecting: isReconnecting, error: error)
         }
     }
 

@@ -40,16 +40,17 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
         manager?.didFailToConnect(peripheral, error: CBError(.connectionFailed, description: "The connection failed: \(error)."))
     }
 
-    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection) {
+    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool) {
         guard let manager, let peripheral = manager.existingPeripheral(for: peer) else { return }
         switch cause {
         case .requested(let notify):
             if notify { manager.didDisconnect(peripheral, error: nil) }
         case .attTimeout:
             manager.didDisconnect(peripheral, error: CBError(.connectionTimeout,
-                                                             description: "The peripheral did not answer within 30 seconds."))
+                                                             description: "The peripheral did not answer within 30 seconds."),
+                                  isReconnecting: isReconnecting)
         case .link(let reason):
-            manager.didDisconnect(peripheral, error: Self.disconnectionError(reason))
+            manager.didDisconnect(peripheral, error: Self.disconnectionError(reason), isReconnecting: isReconnecting)
         }
     }
 
