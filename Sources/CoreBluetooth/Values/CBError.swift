@@ -7,7 +7,9 @@ public let CBErrorDomain = "CBErrorDomain"
 /// peripheral manager answers with.
 public let CBATTErrorDomain = "CBATTErrorDomain"
 
-/// A Core Bluetooth error. Bridges to `NSError` in `CBErrorDomain` with `code.rawValue`.
+/// A Core Bluetooth error. Bridges to `NSError` in `CBErrorDomain` with `code.rawValue`, and
+/// back: an `NSError` in `CBErrorDomain` casts to `CBError` (`error as? CBError`,
+/// `catch CBError.connectionTimeout`), keeping its user info.
 public struct CBError: CustomNSError, Hashable, @unchecked Sendable {
     /// Core Bluetooth error codes.
     public enum Code: Int, Sendable, Hashable {
@@ -59,19 +61,28 @@ public struct CBError: CustomNSError, Hashable, @unchecked Sendable {
     public static var errorDomain: String { CBErrorDomain }
     /// What went wrong.
     public let code: Code
-    /// Extra information, as in `NSError.userInfo`.
-    public let errorUserInfo: [String: Any]
+    /// Extra information, as in `NSError.userInfo`: what the error was made with, or what
+    /// the `NSError` it was cast from carried.
+    public let userInfo: [String: Any]
 
     /// An error with `code` and optional user info.
     public init(_ code: Code, userInfo: [String: Any] = [:]) {
         self.code = code
-        self.errorUserInfo = userInfo
+        self.userInfo = userInfo
     }
 
     /// `code.rawValue`, the `NSError` code.
     public var errorCode: Int { code.rawValue }
-    /// Same as `errorUserInfo`.
-    public var userInfo: [String: Any] { errorUserInfo }
+    /// The bridged `NSError`'s user info: `userInfo`, with Apple's message for the code under
+    /// `NSLocalizedDescriptionKey` unless `userInfo` has one, so that `localizedDescription`
+    /// is Apple's message (swift-corelibs-foundation has no per-domain message table).
+    public var errorUserInfo: [String: Any] {
+        var info = userInfo
+        if info[NSLocalizedDescriptionKey] == nil { info[NSLocalizedDescriptionKey] = code.message }
+        return info
+    }
+    /// `userInfo[NSLocalizedDescriptionKey]`, else Apple's message for the code.
+    public var localizedDescription: String { userInfo[NSLocalizedDescriptionKey] as? String ?? code.message }
 
     /// Errors are equal when their codes are.
     public static func == (a: CBError, b: CBError) -> Bool { a.code == b.code }
@@ -122,7 +133,8 @@ public struct CBError: CustomNSError, Hashable, @unchecked Sendable {
 }
 
 /// An ATT error (Core spec Vol 3 Part F §3.4.1.1). Bridges to `NSError` in `CBATTErrorDomain`
-/// with the ATT error code as `code`.
+/// with the ATT error code as `code`, and back: an `NSError` in `CBATTErrorDomain` with one of
+/// `Code`'s values casts to `CBATTError`, keeping its user info.
 public struct CBATTError: CustomNSError, Hashable, @unchecked Sendable {
     /// ATT error codes; the raw value is the code on the wire.
     public enum Code: Int, Sendable, Hashable {
@@ -168,19 +180,28 @@ public struct CBATTError: CustomNSError, Hashable, @unchecked Sendable {
     public static var errorDomain: String { CBATTErrorDomain }
     /// The ATT error code.
     public let code: Code
-    /// Extra information, as in `NSError.userInfo`.
-    public let errorUserInfo: [String: Any]
+    /// Extra information, as in `NSError.userInfo`: what the error was made with, or what
+    /// the `NSError` it was cast from carried.
+    public let userInfo: [String: Any]
 
     /// An error with `code` and optional user info.
     public init(_ code: Code, userInfo: [String: Any] = [:]) {
         self.code = code
-        self.errorUserInfo = userInfo
+        self.userInfo = userInfo
     }
 
     /// `code.rawValue`, the `NSError` code.
     public var errorCode: Int { code.rawValue }
-    /// Same as `errorUserInfo`.
-    public var userInfo: [String: Any] { errorUserInfo }
+    /// The bridged `NSError`'s user info: `userInfo`, with Apple's message for the code under
+    /// `NSLocalizedDescriptionKey` unless `userInfo` has one, so that `localizedDescription`
+    /// is Apple's message (swift-corelibs-foundation has no per-domain message table).
+    public var errorUserInfo: [String: Any] {
+        var info = userInfo
+        if info[NSLocalizedDescriptionKey] == nil { info[NSLocalizedDescriptionKey] = code.message }
+        return info
+    }
+    /// `userInfo[NSLocalizedDescriptionKey]`, else Apple's message for the code.
+    public var localizedDescription: String { userInfo[NSLocalizedDescriptionKey] as? String ?? code.message }
 
     /// Errors are equal when their codes are.
     public static func == (a: CBATTError, b: CBATTError) -> Bool { a.code == b.code }
@@ -236,5 +257,126 @@ extension CBATTError.Code {
     /// Lets `catch CBATTError.invalidHandle` match a thrown `CBATTError` by its code.
     public static func ~= (match: CBATTError.Code, error: any Error) -> Bool {
         (error as? CBATTError)?.code == match
+    }
+}
+
+extension CBError.Code {
+    /// Apple's English message for the code: `localizedDescription` of an error without one.
+    var message: String {
+        switch self {
+        case .unknown: "Unknown error."
+        case .invalidParameters: "The specified parameters are invalid."
+        case .invalidHandle: "The specified attribute handle is invalid."
+        case .notConnected: "The device is not connected."
+        case .outOfSpace: "The device has run out of space to complete the intended operation."
+        case .operationCancelled: "The operation was cancelled."
+        case .connectionTimeout: "The connection has timed out unexpectedly."
+        case .peripheralDisconnected: "The specified device has disconnected from us."
+        case .uuidNotAllowed: "The specified UUID is not allowed for this operation."
+        case .alreadyAdvertising: "The peripheral is already advertising."
+        case .connectionFailed: "The connection failed."
+        case .connectionLimitReached: "The device already has the maximum number of connections."
+        case .unknownDevice: "Unknown device."
+        case .operationNotSupported: "The operation is not supported."
+        case .peerRemovedPairingInformation: "Peer removed pairing information."
+        case .encryptionTimedOut: "The encryption timed out."
+        case .tooManyLEPairedDevices: "Too many LE devices are paired to this device"
+        case .leGattExceededBackgroundNotificationLimit: "The background notification limit has been exceeded."
+        case .leGattNearBackgroundNotificationLimit: "The background notification limit has nearly been reached."
+        }
+    }
+}
+
+extension CBATTError.Code {
+    /// Apple's English message for the code: `localizedDescription` of an error without one.
+    var message: String {
+        switch self {
+        case .success: "The operation succeeded."
+        case .invalidHandle: "The handle is invalid."
+        case .readNotPermitted: "Reading is not permitted."
+        case .writeNotPermitted: "Writing is not permitted."
+        case .invalidPdu: "The command is invalid."
+        case .insufficientAuthentication: "Authentication is insufficient."
+        case .requestNotSupported: "The request is not supported."
+        case .invalidOffset: "The offset is invalid."
+        case .insufficientAuthorization: "Authorization is insufficient."
+        case .prepareQueueFull: "The prepare queue is full."
+        case .attributeNotFound: "The attribute could not be found."
+        case .attributeNotLong: "The attribute is not long."
+        case .insufficientEncryptionKeySize: "The encryption key size is insufficient."
+        case .invalidAttributeValueLength: "The value's length is invalid."
+        case .unlikelyError: "Unlikely error."
+        case .insufficientEncryption: "Encryption is insufficient."
+        case .unsupportedGroupType: "The group type is unsupported."
+        case .insufficientResources: "Resources are insufficient."
+        }
+    }
+}
+
+// Bridging back from NSError. Apple's CBError and CBATTError are `_BridgedStoredNSError`s, which
+// the Objective-C runtime casts from NSError; without Objective-C interop the Swift runtime
+// only consults `_ObjectiveCBridgeable` (the protocol that bridges String and NSString in
+// swift-corelibs-foundation), so both types bridge to and from NSError through it. The cast
+// succeeds for an NSError of the type's domain whose code is one of `Code`'s values.
+
+extension CBError: _ObjectiveCBridgeable {
+    /// An `NSError` in `CBErrorDomain` with `errorCode` and `errorUserInfo`.
+    public func _bridgeToObjectiveC() -> NSError {
+        NSError(domain: Self.errorDomain, code: errorCode, userInfo: errorUserInfo)
+    }
+
+    /// The error for `source`; traps unless it is in `CBErrorDomain` with a known code.
+    public static func _forceBridgeFromObjectiveC(_ source: NSError, result: inout CBError?) {
+        guard _conditionallyBridgeFromObjectiveC(source, result: &result) else {
+            preconditionFailure("\(source) is not a CBError")
+        }
+    }
+
+    /// The error for `source` when it is in `CBErrorDomain` with a known code.
+    public static func _conditionallyBridgeFromObjectiveC(_ source: NSError, result: inout CBError?) -> Bool {
+        guard source.domain == errorDomain, let code = Code(rawValue: source.code) else {
+            result = nil
+            return false
+        }
+        result = CBError(code, userInfo: source.userInfo)
+        return result != nil
+    }
+
+    /// The error for `source`; traps unless it is in `CBErrorDomain` with a known code.
+    public static func _unconditionallyBridgeFromObjectiveC(_ source: NSError?) -> CBError {
+        var result: CBError?
+        _forceBridgeFromObjectiveC(source ?? NSError(domain: errorDomain, code: Code.unknown.rawValue), result: &result)
+        return result ?? CBError(.unknown)
+    }
+}
+
+extension CBATTError: _ObjectiveCBridgeable {
+    /// An `NSError` in `CBATTErrorDomain` with `errorCode` and `errorUserInfo`.
+    public func _bridgeToObjectiveC() -> NSError {
+        NSError(domain: Self.errorDomain, code: errorCode, userInfo: errorUserInfo)
+    }
+
+    /// The error for `source`; traps unless it is in `CBATTErrorDomain` with a known code.
+    public static func _forceBridgeFromObjectiveC(_ source: NSError, result: inout CBATTError?) {
+        guard _conditionallyBridgeFromObjectiveC(source, result: &result) else {
+            preconditionFailure("\(source) is not a CBATTError")
+        }
+    }
+
+    /// The error for `source` when it is in `CBATTErrorDomain` with a known code.
+    public static func _conditionallyBridgeFromObjectiveC(_ source: NSError, result: inout CBATTError?) -> Bool {
+        guard source.domain == errorDomain, let code = Code(rawValue: source.code) else {
+            result = nil
+            return false
+        }
+        result = CBATTError(code, userInfo: source.userInfo)
+        return result != nil
+    }
+
+    /// The error for `source`; traps unless it is in `CBATTErrorDomain` with a known code.
+    public static func _unconditionallyBridgeFromObjectiveC(_ source: NSError?) -> CBATTError {
+        var result: CBATTError?
+        _forceBridgeFromObjectiveC(source ?? NSError(domain: errorDomain, code: Code.unlikelyError.rawValue), result: &result)
+        return result ?? CBATTError(.unlikelyError)
     }
 }
