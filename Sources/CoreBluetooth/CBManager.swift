@@ -15,15 +15,15 @@ open class CBManager: NSObject, @unchecked Sendable {
     private var unavailableReasonStorage: String?
 
     /// The state of the device; `.unknown` until the first state callback.
-    public var state: CBManagerState { synchronized { stateStorage } }
+    open var state: CBManagerState { synchronized { stateStorage } }
 
     /// The app's authorization to use Bluetooth: always allowed on Linux (access is governed by
     /// the controller's permissions, such as the HCI user channel's CAP_NET_ADMIN).
     @available(*, deprecated, message: "Use the class property CBManager.authorization instead")
-    public var authorization: CBManagerAuthorization { .allowedAlways }
+    open var authorization: CBManagerAuthorization { .allowedAlways }
 
     /// The app's authorization to use Bluetooth: always allowed on Linux.
-    public class var authorization: CBManagerAuthorization { .allowedAlways }
+    open class var authorization: CBManagerAuthorization { .allowedAlways }
 
     let callbacks: CallbackQueue
     /// Nil when the options or `CB_TRANSPORT` named no usable controller (`deviceProblem` says why).
@@ -185,15 +185,17 @@ extension CBManager {
 
 /// A remote device: the peripheral a central talks to, or the central a peripheral serves.
 open class CBPeer: NSObject, NSCopying, @unchecked Sendable {
+    private let identifierStorage: UUID
+
     /// The device's identifier: made the first time the device is seen, and kept across runs.
-    public let identifier: UUID
+    open var identifier: UUID { identifierStorage }
 
     init(identifier: UUID) {
-        self.identifier = identifier
+        identifierStorage = identifier
         super.init()
     }
 
-    public func copy(with zone: NSZone? = nil) -> Any { self }
+    open func copy(with zone: NSZone? = nil) -> Any { self }
 }
 
 /// What services, characteristics and descriptors share: a UUID.
@@ -201,7 +203,7 @@ open class CBAttribute: NSObject, @unchecked Sendable {
     private let uuidStorage: CBUUID
 
     /// The attribute's type.
-    public var uuid: CBUUID { uuidStorage }
+    open var uuid: CBUUID { uuidStorage }
 
     init(uuid: CBUUID) {
         uuidStorage = uuid

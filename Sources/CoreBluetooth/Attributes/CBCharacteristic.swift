@@ -22,23 +22,23 @@ open class CBCharacteristic: CBAttribute, @unchecked Sendable {
     }
 
     /// The service the characteristic belongs to.
-    public var service: CBService? { synchronized { serviceStorage } }
+    open var service: CBService? { synchronized { serviceStorage } }
 
     /// What the characteristic allows (read, write, notify…).
-    public var properties: CBCharacteristicProperties { synchronized { propertiesStorage } }
+    open var properties: CBCharacteristicProperties { synchronized { propertiesStorage } }
 
     /// The last value read or notified (nil until then).
-    public var value: Data? { synchronized { valueStorage } }
+    open var value: Data? { synchronized { valueStorage } }
 
     /// The descriptors discovered so far (nil until discovered).
-    public var descriptors: [CBDescriptor]? { synchronized { descriptorsStorage } }
+    open var descriptors: [CBDescriptor]? { synchronized { descriptorsStorage } }
 
     /// Whether the characteristic is broadcast (never on Linux, as on iOS 8 and later).
     @available(*, deprecated, message: "Always false")
-    public var isBroadcasted: Bool { false }
+    open var isBroadcasted: Bool { false }
 
     /// Whether notifications or indications of the value are on.
-    public var isNotifying: Bool { synchronized { isNotifyingStorage } }
+    open var isNotifying: Bool { synchronized { isNotifyingStorage } }
 
     open override var description: String {
         let value = self.value.map { "{length = \($0.count), bytes = 0x\($0.map { String(format: "%02x", $0) }.joined())}" } ?? "(null)"
@@ -62,25 +62,25 @@ open class CBMutableCharacteristic: CBCharacteristic, @unchecked Sendable {
     }
 
     /// Who may read and write the value, and whether encryption is needed.
-    public var permissions: CBAttributePermissions {
+    open var permissions: CBAttributePermissions {
         get { synchronized { permissionsStorage } }
         set { synchronized { permissionsStorage = newValue } }
     }
 
     /// The centrals subscribed to the value.
-    public var subscribedCentrals: [CBCentral]? { synchronized { subscribedCentralsStorage } }
+    open var subscribedCentrals: [CBCentral]? { synchronized { subscribedCentralsStorage } }
 
-    public override var properties: CBCharacteristicProperties {
+    open override var properties: CBCharacteristicProperties {
         get { synchronized { propertiesStorage } }
         set { synchronized { propertiesStorage = newValue } }
     }
 
-    public override var value: Data? {
+    open override var value: Data? {
         get { synchronized { valueStorage } }
         set { synchronized { valueStorage = newValue } }
     }
 
-    public override var descriptors: [CBDescriptor]? {
+    open override var descriptors: [CBDescriptor]? {
         get { synchronized { descriptorsStorage } }
         set {
             synchronized {

@@ -20,10 +20,10 @@ open class CBDescriptor: CBAttribute, @unchecked Sendable {
     }
 
     /// The characteristic the descriptor belongs to.
-    public var characteristic: CBCharacteristic? { synchronized { characteristicStorage } }
+    open var characteristic: CBCharacteristic? { synchronized { characteristicStorage } }
 
     /// The last value read or written (nil until then).
-    public var value: Any? { synchronized { valueStorage } }
+    open var value: Any? { synchronized { valueStorage } }
 
     /// A descriptor value as read, in Apple's type for its UUID.
     static func typedValue(_ bytes: [UInt8], uuid: BluetoothUUID) -> Any {

@@ -19,16 +19,16 @@ open class CBService: CBAttribute, @unchecked Sendable {
     }
 
     /// The peripheral the service belongs to (nil for a local service).
-    public var peripheral: CBPeripheral? { synchronized { peripheralStorage } }
+    open var peripheral: CBPeripheral? { synchronized { peripheralStorage } }
 
     /// Whether the service is primary (secondary services are only included by others).
-    public var isPrimary: Bool { isPrimaryStorage }
+    open var isPrimary: Bool { isPrimaryStorage }
 
     /// The included services discovered so far (nil until discovered).
-    public var includedServices: [CBService]? { synchronized { includedServicesStorage } }
+    open var includedServices: [CBService]? { synchronized { includedServicesStorage } }
 
     /// The characteristics discovered so far (nil until discovered).
-    public var characteristics: [CBCharacteristic]? { synchronized { characteristicsStorage } }
+    open var characteristics: [CBCharacteristic]? { synchronized { characteristicsStorage } }
 
     open override var description: String {
         "<CBService: \(Unmanaged.passUnretained(self).toOpaque()), isPrimary = \(isPrimary ? "YES" : "NO"), UUID = \(uuid.uuidString)>"
@@ -44,13 +44,13 @@ open class CBMutableService: CBService, @unchecked Sendable {
     }
 
     /// The services this one includes (published before it).
-    public override var includedServices: [CBService]? {
+    open override var includedServices: [CBService]? {
         get { synchronized { includedServicesStorage } }
         set { synchronized { includedServicesStorage = newValue } }
     }
 
     /// The service's characteristics.
-    public override var characteristics: [CBCharacteristic]? {
+    open override var characteristics: [CBCharacteristic]? {
         get { synchronized { characteristicsStorage } }
         set {
             synchronized {

@@ -47,7 +47,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     /// Who hears about state, discoveries and connections (held weakly).
-    public weak var delegate: CBCentralManagerDelegate? {
+    open weak var delegate: CBCentralManagerDelegate? {
         get { synchronized { delegateStorage } }
         set { synchronized { delegateStorage = newValue } }
     }
@@ -83,7 +83,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     /// Whether a scan is running.
-    public var isScanning: Bool { synchronized { isScanningStorage } }
+    open var isScanning: Bool { synchronized { isScanningStorage } }
 
     // MARK: - Device life
 

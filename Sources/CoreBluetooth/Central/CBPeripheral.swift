@@ -60,32 +60,32 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     let linkEvents = PeripheralLinkEvents()
 
     /// Who hears about discovery, values and writes (held weakly).
-    public weak var delegate: CBPeripheralDelegate? {
+    open weak var delegate: CBPeripheralDelegate? {
         get { synchronized { delegateStorage } }
         set { synchronized { delegateStorage = newValue } }
     }
 
     /// The peripheral's name: its GAP Device Name once known, else the advertised local name.
-    public var name: String? { synchronized { nameStorage } }
+    open var name: String? { synchronized { nameStorage } }
 
     /// The last RSSI read.
     @available(*, deprecated, message: "Use peripheral(_:didReadRSSI:error:)")
-    public var rssi: NSNumber? { synchronized { rssiStorage } }
+    open var rssi: NSNumber? { synchronized { rssiStorage } }
 
     /// Whether the app's connection is up.
-    public var state: CBPeripheralState { synchronized { linkStateStorage } }
+    open var state: CBPeripheralState { synchronized { linkStateStorage } }
 
     /// The services discovered so far (nil until discovered).
-    public var services: [CBService]? { synchronized { servicesStorage } }
+    open var services: [CBService]? { synchronized { servicesStorage } }
 
     /// Whether a `.withoutResponse` write would be sent now; when false, wait for
     /// `peripheralIsReady(toSendWriteWithoutResponse:)`.
-    public var canSendWriteWithoutResponse: Bool {
+    open var canSendWriteWithoutResponse: Bool {
         synchronized { linkStateStorage == .connected && writeBudget > 0 }
     }
 
     /// Whether the peripheral authorised ANCS (never on Linux).
-    public var ancsAuthorized: Bool { false }
+    open var ancsAuthorized: Bool { false }
 
     open override var description: String {
         let (name, state, mtu) = synchronized { (nameStorage, linkStateStorage, mtuStorage) }

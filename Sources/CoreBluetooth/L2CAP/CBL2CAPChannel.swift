@@ -18,11 +18,11 @@ open class CBL2CAPChannel: NSObject, @unchecked Sendable {
     }
 
     /// The device at the other end.
-    public var peer: CBPeer! { peerStorage }
+    open var peer: CBPeer! { peerStorage }
     /// What the peer sends.
-    public var inputStream: InputStream! { input }
+    open var inputStream: InputStream! { input }
     /// What goes to the peer.
-    public var outputStream: OutputStream! { output }
+    open var outputStream: OutputStream! { output }
     /// The channel's protocol/service multiplexer.
-    public var psm: CBL2CAPPSM { psmStorage }
+    open var psm: CBL2CAPPSM { psmStorage }
 }

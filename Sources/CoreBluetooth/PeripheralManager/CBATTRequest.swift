@@ -20,14 +20,14 @@ open class CBATTRequest: NSObject, @unchecked Sendable {
     }
 
     /// The central asking.
-    public var central: CBCentral { centralStorage }
+    open var central: CBCentral { centralStorage }
     /// The characteristic read or written.
-    public var characteristic: CBCharacteristic { characteristicStorage }
+    open var characteristic: CBCharacteristic { characteristicStorage }
     /// Where in the value the read or write starts (zero-based).
-    public var offset: Int { offsetStorage }
+    open var offset: Int { offsetStorage }
     /// For a write, the bytes written; for a read, nil until the app sets the bytes to send
     /// (from `offset` on).
-    public var value: Data? {
+    open var value: Data? {
         get { synchronized { valueStorage } }
         set { synchronized { valueStorage = newValue } }
     }

@@ -13,5 +13,5 @@ open class CBCentral: CBPeer, @unchecked Sendable {
     }
 
     /// The longest value one notification or indication to this central carries (ATT_MTU − 3).
-    public var maximumUpdateValueLength: Int { synchronized { maximumUpdateValueLengthStorage } }
+    open var maximumUpdateValueLength: Int { synchronized { maximumUpdateValueLengthStorage } }
 }

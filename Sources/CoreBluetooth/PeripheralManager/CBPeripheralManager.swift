@@ -17,7 +17,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     private let events = PeripheralEvents()
 
     /// Who hears about state, requests and subscriptions (held weakly).
-    public weak var delegate: CBPeripheralManagerDelegate? {
+    open weak var delegate: CBPeripheralManagerDelegate? {
         get { synchronized { delegateStorage } }
         set { synchronized { delegateStorage = newValue } }
     }
@@ -80,7 +80,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
 
     /// Whether advertising is on: true from the successful start until `stopAdvertising()` or
     /// power off. It stays true while centrals are connected (advertising goes on then).
-    public var isAdvertising: Bool { synchronized { isAdvertisingStorage } }
+    open var isAdvertising: Bool { synchronized { isAdvertisingStorage } }
 
     func setAdvertisingFlag(_ on: Bool) {
         synchronized { isAdvertisingStorage = on }

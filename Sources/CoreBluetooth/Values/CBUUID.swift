@@ -46,7 +46,7 @@ open class CBUUID: NSObject, NSCopying, @unchecked Sendable {
 
     /// The shortest form's bytes, most significant first: 2 bytes for a 16-bit SIG UUID,
     /// 4 for a 32-bit one, else 16.
-    public var data: Data {
+    open var data: Data {
         if let short = bluetoothUUID.uuid16 { return Data([UInt8(short >> 8), UInt8(truncatingIfNeeded: short)]) }
         if let short = bluetoothUUID.uuid32 {
             return Data((0..<4).map { UInt8(truncatingIfNeeded: short >> (24 - 8 * UInt32($0))) })
@@ -55,7 +55,7 @@ open class CBUUID: NSObject, NSCopying, @unchecked Sendable {
     }
 
     /// "180D" for a 16-bit SIG UUID, "12345678" for a 32-bit one, else the full upper-case form.
-    public var uuidString: String {
+    open var uuidString: String {
         if bluetoothUUID.uuid16 == nil, let short = bluetoothUUID.uuid32 {
             let s = String(short, radix: 16, uppercase: true)
             return String(repeating: "0", count: 8 - s.count) + s
@@ -64,19 +64,19 @@ open class CBUUID: NSObject, NSCopying, @unchecked Sendable {
     }
 
     /// The UUID string.
-    public override var description: String { uuidString }
+    open override var description: String { uuidString }
 
     /// Equal when the UUIDs are equal, whichever form either was created from.
-    public override func isEqual(_ object: Any?) -> Bool {
+    open override func isEqual(_ object: Any?) -> Bool {
         guard let other = object as? CBUUID else { return false }
         return other.bluetoothUUID == bluetoothUUID
     }
 
     /// Consistent with `isEqual(_:)`.
-    public override var hash: Int { bluetoothUUID.hashValue }
+    open override var hash: Int { bluetoothUUID.hashValue }
 
     /// CBUUID is immutable, so a copy is the object itself.
-    public func copy(with zone: NSZone? = nil) -> Any { self }
+    open func copy(with zone: NSZone? = nil) -> Any { self }
 }
 
 /// Characteristic Extended Properties descriptor (0x2900).
