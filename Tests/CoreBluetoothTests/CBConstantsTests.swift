@@ -102,3 +102,18 @@ import Testing
         #expect(CBError.unkownDevice.rawValue == 12)
     }
 }
+
+@Suite("Central features (supports)")
+struct CentralFeaturesTests {
+    @Test func supportsAsksTheControllerTheTransportNames() {
+        // Our virtual controller has extended scanning and connections.
+        #expect(CBCentralManager.linuxSupports(.extendedScanAndConnect, transport: "virtual"))
+        #expect(CBCentralManager.linuxSupports([], transport: "virtual"))
+        // An external controller no manager of this process has powered on is not known yet.
+        #expect(!CBCentralManager.linuxSupports(.extendedScanAndConnect, transport: "tcp:127.0.0.1:9"))
+        #expect(!CBCentralManager.linuxSupports(.extendedScanAndConnect, transport: "not a transport"))
+        if ProcessInfo.processInfo.environment["CB_TRANSPORT"] == nil {
+            #expect(CBCentralManager.supports(.extendedScanAndConnect))
+        }
+    }
+}

@@ -336,6 +336,9 @@ struct SharedControllerInteropTests {
         _ = wait { a.log.contains("state 5") && b.log.contains("state 5") && serving.log.contains("state 5") }
         try #require(centralA?.state == .poweredOn && centralB?.state == .poweredOn && peripheralManager?.state == .poweredOn,
                      "three managers on one RootCanal controller power on: \(states([("central A", centralA), ("central B", centralB), ("peripheral manager", peripheralManager)]))")
+        // RootCanal's controller has extended advertising and scanning, 2M and Coded: `supports`
+        // says so for it (issue 18).
+        #expect(CBCentralManager.linuxSupports(.extendedScanAndConnect, transport: "tcp:127.0.0.1:\(ports[0])"))
         // One device: one HCI connection (one RootCanal controller), one address.
         let ours = controllersMade() - peerControllers
         let address = try #require(peripheralManager?.linuxDeviceAddress)

@@ -78,8 +78,22 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     /// Whether the central can use `features` (here: whether its controller can).
+    ///
+    /// On Linux this asks the controller `CB_TRANSPORT` names (the default virtual one when unset):
+    /// an external controller answers from its LE feature bits once a manager of this process
+    /// powered it on, and false before (use ``linuxSupports(_:transport:)`` for another one).
     open class func supports(_ features: Feature) -> Bool {
-        features.isSubset(of: [.extendedScanAndConnect])
+        let transport = ProcessInfo.processInfo.environment["CB_TRANSPORT"].flatMap { $0.isEmpty ? nil : $0 } ?? "virtual"
+        return linuxSupports(features, transport: transport)
+    }
+
+    /// **Linux extension.** ``supports(_:)`` for the controller `transport` names (a
+    /// `CB_TRANSPORT` value, such as a manager's ``CBManagerOptionLinuxTransportKey``):
+    /// `.extendedScanAndConnect` when it has extended advertising and scanning and the 2M or
+    /// Coded PHY. An external controller is known once a manager of this process powered it on.
+    public class func linuxSupports(_ features: Feature, transport: String) -> Bool {
+        guard features.isSubset(of: [.extendedScanAndConnect]) else { return false }
+        return features.isEmpty || LocalDevice.supportsExtendedScanAndConnect(transport: transport)
     }
 
     /// Whether a scan is running.

@@ -43,6 +43,9 @@ final class LocalDevice: @unchecked Sendable {
     private var starting: [(Result<HostDevice, DeviceError>) -> Void]?
     /// Managers using the device (the registry's lock guards it).
     private var managers = 1
+    /// Whether the controller has extended advertising and scanning and a faster or longer-range
+    /// PHY, once it answered (for `CBCentralManager.supports`); readable from any thread.
+    let extendedScanAndConnect = Locked<Bool?>(nil)
 
     private init(loop: EventLoop, radio: CBVirtualRadio?, identifiers: IdentifierStore, label: String,
                  externalSpec: TransportSpec?, snoopPath: String?, position: RadioPosition) {
@@ -178,6 +181,11 @@ final class LocalDevice: @unchecked Sendable {
         device.start { [self] result in
             switch result {
             case .success:
+                if let info = device.host.info {
+                    let phys = info.leFeatures.contains(.le2MPHY) || info.leFeatures.contains(.leCodedPHY)
+                    let value = info.supportsExtendedAdvertising && info.supportsExtendedScanning && phys
+                    extendedScanAndConnect.withLock { $0 = value }
+                }
                 finish(.success(device))
             case .failure(let error):
                 if hostDevice === device { hostDevice = nil }
@@ -199,6 +207,19 @@ final class LocalDevice: @unchecked Sendable {
     /// Moves a virtual device. Call on the loop.
     func move(to position: RadioPosition) {
         controller?.position = position
+    }
+
+    /// Whether the controller `transport` names (a `CB_TRANSPORT` value) has extended scanning
+    /// and connections on the 2M or Coded PHY: our virtual controller has; an external one
+    /// answers from its LE features once a manager of this process started it (false before).
+    static func supportsExtendedScanAndConnect(transport: String) -> Bool {
+        guard let spec = try? TransportSpec(parsing: transport) else { return false }
+        if case .virtual = spec {
+            let configuration = VirtualController.Configuration()
+            return configuration.supportsExtendedAdvertising
+        }
+        let device = registry.withLock { $0["\(spec)"] }
+        return device?.extendedScanAndConnect.withLock { $0 } ?? false
     }
 
     /// A manager of the device went away; the last one stops the host device and powers the
