@@ -45,46 +45,104 @@ import Testing
     }
 }
 
+// Pins the raw string of every key and string constant to the value Apple's CoreBluetooth uses at
+// run time (issue 18). Apple's headers declare these as opaque `NSString * const`, so each group
+// names the public source its values were confirmed against:
+//   [darling]   darlinghq/darling-testsuite, testsuite/System/Library/Frameworks/CoreBluetooth.framework/
+//               test/test_CoreBluetooth_variable.m (asserts the exported constants' values).
+//   [cm]        decompiled CoreBluetooth from an iOS 26.1 restore image: EthanArbuckle/
+//               iPhone18-3_26.1_23B85_Restore, System/Library/Frameworks/CoreBluetooth.framework/
+//               CoreBluetooth/CBCentralManager.mm (initWithDelegate:queue:, handleRestoringState:).
+//   [pm]        the same for iOS 18.2: EthanArbuckle/iPhone17-1_18.2_22C152_Restore,
+//               System/Library/Frameworks/CoreBluetooth.framework/CBPeripheralManager.m.
+//   [md]        the same image's CoreBluetooth/CBMutableDescriptor.mm (initWithType:value: compares
+//               against the user description, format and valid range descriptor strings).
+//   [btd]       decompiled bluetoothd in the iOS restore dumps, which reads the connect and
+//               connection-event option keys out of the XPC message.
+//   [chromium]  chromium base/mac/sdk_forward_declarations.mm (CBAdvertisementDataIsConnectable).
+//   [fbp]       flutter_blue_plus, ios/Classes/FlutterBluePlusPlugin.m (raw auto-reconnect key).
+//   [docs]      developer.apple.com/documentation/corebluetooth/cbuuidl2cappsmcharacteristicstring.
+// Unconfirmed (no public source found for Apple's runtime value; left as they were):
+//   CBCentralManagerOptionDeviceAccessForMedia = "kCBInitOptionDeviceAccessForMedia",
+//   CBUUIDCharacteristicExtendedPropertiesString = "2900",
+//   CBUUIDClientCharacteristicConfigurationString = "2902",
+//   CBUUIDServerCharacteristicConfigurationString = "2903",
+//   CBUUIDCharacteristicAggregateFormatString = "2905",
+//   CBUUIDCharacteristicObservationScheduleString = "2910".
+// The CBManagerOptionLinux... and CBAdvertisementDataLinux... keys are this package's own and
+// have no Apple counterpart.
 @Suite struct CBKeyTests {
     @Test func advertisementDataKeys() {
+        // [darling]
         #expect(CBAdvertisementDataLocalNameKey == "kCBAdvDataLocalName")
         #expect(CBAdvertisementDataManufacturerDataKey == "kCBAdvDataManufacturerData")
         #expect(CBAdvertisementDataServiceDataKey == "kCBAdvDataServiceData")
         #expect(CBAdvertisementDataServiceUUIDsKey == "kCBAdvDataServiceUUIDs")
         #expect(CBAdvertisementDataOverflowServiceUUIDsKey == "kCBAdvDataHashedServiceUUIDs")
         #expect(CBAdvertisementDataTxPowerLevelKey == "kCBAdvDataTxPowerLevel")
+        // [chromium]
         #expect(CBAdvertisementDataIsConnectable == "kCBAdvDataIsConnectable")
+        // [cm] (didDiscover rewrites the key's data array into CBUUIDs)
         #expect(CBAdvertisementDataSolicitedServiceUUIDsKey == "kCBAdvDataSolicitedServiceUUIDs")
     }
 
     @Test func managerOptionKeys() {
+        // [cm] [pm]: both managers read "kCBInitOptionRestoreIdentifier", not "kCBRestoreIdentifier".
         #expect(CBCentralManagerOptionShowPowerAlertKey == "kCBInitOptionShowPowerAlert")
-        #expect(CBCentralManagerOptionRestoreIdentifierKey == "kCBRestoreIdentifier")
-        #expect(CBCentralManagerOptionDeviceAccessForMedia == "kCBInitOptionDeviceAccessForMedia")
+        #expect(CBCentralManagerOptionRestoreIdentifierKey == "kCBInitOptionRestoreIdentifier")
         #expect(CBPeripheralManagerOptionShowPowerAlertKey == "kCBInitOptionShowPowerAlert")
-        #expect(CBPeripheralManagerOptionRestoreIdentifierKey == "kCBRestoreIdentifier")
+        #expect(CBPeripheralManagerOptionRestoreIdentifierKey == "kCBInitOptionRestoreIdentifier")
+        // Unconfirmed.
+        #expect(CBCentralManagerOptionDeviceAccessForMedia == "kCBInitOptionDeviceAccessForMedia")
+        // [darling] (allow duplicates), [cm] (both, restored scan options)
         #expect(CBCentralManagerScanOptionAllowDuplicatesKey == "kCBScanOptionAllowDuplicates")
         #expect(CBCentralManagerScanOptionSolicitedServiceUUIDsKey == "kCBScanOptionSolicitedServiceUUIDs")
     }
 
     @Test func connectOptionKeys() {
+        // [btd]
         #expect(CBConnectPeripheralOptionNotifyOnConnectionKey == "kCBConnectOptionNotifyOnConnection")
         #expect(CBConnectPeripheralOptionNotifyOnDisconnectionKey == "kCBConnectOptionNotifyOnDisconnection")
         #expect(CBConnectPeripheralOptionNotifyOnNotificationKey == "kCBConnectOptionNotifyOnNotification")
         #expect(CBConnectPeripheralOptionStartDelayKey == "kCBConnectOptionStartDelay")
         #expect(CBConnectPeripheralOptionEnableTransportBridgingKey == "kCBConnectOptionEnableTransportBridging")
         #expect(CBConnectPeripheralOptionRequiresANCS == "kCBConnectOptionRequiresANCS")
+        // [fbp]
         #expect(CBConnectPeripheralOptionEnableAutoReconnect == "kCBConnectOptionEnableAutoReconnect")
     }
 
     @Test func restoredStateAndConnectionEventKeys() {
+        // [cm]
         #expect(CBCentralManagerRestoredStatePeripheralsKey == "kCBRestoredPeripherals")
         #expect(CBCentralManagerRestoredStateScanServicesKey == "kCBRestoredScanServices")
         #expect(CBCentralManagerRestoredStateScanOptionsKey == "kCBRestoredScanOptions")
+        // [pm]
         #expect(CBPeripheralManagerRestoredStateServicesKey == "kCBRestoredServices")
         #expect(CBPeripheralManagerRestoredStateAdvertisementDataKey == "kCBRestoredAdvertisement")
+        // [btd]
         #expect(CBConnectionEventMatchingOptionServiceUUIDs == "kCBConnectionEventMatchingOptionServiceUUIDs")
         #expect(CBConnectionEventMatchingOptionPeripheralUUIDs == "kCBConnectionEventMatchingOptionPeripheralUUIDs")
+    }
+
+    @Test func uuidStringConstants() {
+        // [md]
+        #expect(CBUUIDCharacteristicUserDescriptionString == "2901")
+        #expect(CBUUIDCharacteristicFormatString == "2904")
+        #expect(CBUUIDCharacteristicValidRangeString == "2906")
+        // [docs]
+        #expect(CBUUIDL2CAPPSMCharacteristicString == "ABDD3056-28FA-441D-A470-55A75A52553A")
+        // Unconfirmed (the Bluetooth SIG's 16-bit descriptor UUIDs, spelled as the confirmed ones).
+        #expect(CBUUIDCharacteristicExtendedPropertiesString == "2900")
+        #expect(CBUUIDClientCharacteristicConfigurationString == "2902")
+        #expect(CBUUIDServerCharacteristicConfigurationString == "2903")
+        #expect(CBUUIDCharacteristicAggregateFormatString == "2905")
+        #expect(CBUUIDCharacteristicObservationScheduleString == "2910")
+    }
+
+    @Test func errorDomains() {
+        // [darling]
+        #expect(CBErrorDomain == "CBErrorDomain")
+        #expect(CBATTErrorDomain == "CBATTErrorDomain")
     }
 }
 

@@ -25,7 +25,7 @@ public let CBAdvertisementDataSolicitedServiceUUIDsKey = "kCBAdvDataSolicitedSer
 /// Show an alert if Bluetooth is off when the manager is created (`NSNumber` Bool).
 public let CBCentralManagerOptionShowPowerAlertKey = "kCBInitOptionShowPowerAlert"
 /// The identifier for state restoration (`String`).
-public let CBCentralManagerOptionRestoreIdentifierKey = "kCBRestoreIdentifier"
+public let CBCentralManagerOptionRestoreIdentifierKey = "kCBInitOptionRestoreIdentifier"
 /// Device access for media (`NSNumber` Bool).
 public let CBCentralManagerOptionDeviceAccessForMedia = "kCBInitOptionDeviceAccessForMedia"
 
@@ -58,7 +58,7 @@ public let CBConnectPeripheralOptionEnableAutoReconnect = "kCBConnectOptionEnabl
 /// Show an alert if Bluetooth is off when the manager is created (`NSNumber` Bool).
 public let CBPeripheralManagerOptionShowPowerAlertKey = "kCBInitOptionShowPowerAlert"
 /// The identifier for state restoration (`String`).
-public let CBPeripheralManagerOptionRestoreIdentifierKey = "kCBRestoreIdentifier"
+public let CBPeripheralManagerOptionRestoreIdentifierKey = "kCBInitOptionRestoreIdentifier"
 
 // MARK: Restored state
 
