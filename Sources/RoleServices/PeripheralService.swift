@@ -124,8 +124,8 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
     @exclusivity(unchecked) private var gatt: GATTServer?
     /// Whose count the device's GATT server reports this client's handed-over updates under.
     @exclusivity(unchecked) private var updateOwner = 0
+    /// By the connection's GATT server connection (what requests carry).
     @exclusivity(unchecked) private var links = IntegerKeyMap<ObjectIdentifier, Link>()
-    @exclusivity(unchecked) private var linksByHandle: [ConnectionHandle: Link] = [:]
     @exclusivity(unchecked) private var linksByCentral: [Int: Link] = [:]
 
     @exclusivity(unchecked) private var published: [Int: PublishedService] = [:]
@@ -370,7 +370,6 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
         let link = Link(connection: connection, bearer: bearer, gattConnection: connection.serverConnection, central: central)
         link.service = self
         links[ObjectIdentifier(connection.serverConnection)] = link
-        linksByHandle[connection.handle] = link
         linksByCentral[central] = link
         bearer.addListener(link)
         events?.peripheral(self, centralConnected: central, peer: connection.peer, mtu: bearer.mtu)
@@ -378,7 +377,7 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
     }
 
     public func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
-        guard let link = linksByHandle[connection.handle], link.connection === connection else { return }
+        guard let link = links[ObjectIdentifier(connection.serverConnection)], link.connection === connection else { return }
         closeLink(link)
     }
 
@@ -393,7 +392,6 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
         link.isOpen = false
         link.bearer.removeListener(link)
         links[ObjectIdentifier(link.gattConnection)] = nil
-        linksByHandle[link.connection.handle] = nil
         linksByCentral[link.central] = nil
         let abandoned = pendingAnswers.filter { $0.value.central == link.central }.map(\.key)
         for id in abandoned { pendingAnswers[id] = nil }
@@ -467,7 +465,7 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
 
     public func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
                        from old: GATTClientConfiguration, forCharacteristic handle: ATTHandle, on connection: DeviceConnection) {
-        let link = configuration.isEmpty ? linksByHandle[connection.handle] : self.link(for: connection)
+        let link = configuration.isEmpty ? links[ObjectIdentifier(connection.serverConnection)] : self.link(for: connection)
         guard let link, link.connection === connection, valueHandles.contains(handle) else { return }
         if old.isEmpty && !configuration.isEmpty {
             events?.peripheral(self, central: link.central, subscribedTo: handle)
