@@ -319,64 +319,79 @@ extension CBATTError.Code {
 // swift-corelibs-foundation), so both types bridge to and from NSError through it. The cast
 // succeeds for an NSError of the type's domain whose code is one of `Code`'s values.
 
+/// The bridge both error types share: an error of this type for an `NSError` in its domain
+/// whose code its `Code` has.
+protocol NSErrorBridgedCodes: CustomNSError {
+    /// The error for an `NSError` code of this domain; nil when `Code` has no such value.
+    init?(bridgedCode: Int, userInfo: [String: Any])
+    /// What an absent `NSError` becomes.
+    static var fallback: Self { get }
+}
+
+extension NSErrorBridgedCodes {
+    /// An `NSError` in the type's domain with `errorCode` and `errorUserInfo`.
+    var bridgedNSError: NSError { NSError(domain: Self.errorDomain, code: errorCode, userInfo: errorUserInfo) }
+
+    /// The error for `source` when it is in the type's domain with a known code.
+    static func bridged(from source: NSError) -> Self? {
+        source.domain == errorDomain ? Self(bridgedCode: source.code, userInfo: source.userInfo) : nil
+    }
+
+    /// The error for `source`; traps unless it is in the type's domain with a known code.
+    static func forceBridged(from source: NSError) -> Self {
+        guard let error = bridged(from: source) else { preconditionFailure("\(source) is not a \(Self.self)") }
+        return error
+    }
+}
+
+extension CBError: NSErrorBridgedCodes {
+    init?(bridgedCode: Int, userInfo: [String: Any]) {
+        guard let code = Code(rawValue: bridgedCode) else { return nil }
+        self.init(code, userInfo: userInfo)
+    }
+    static var fallback: CBError { CBError(.unknown) }
+}
+
+extension CBATTError: NSErrorBridgedCodes {
+    init?(bridgedCode: Int, userInfo: [String: Any]) {
+        guard let code = Code(rawValue: bridgedCode) else { return nil }
+        self.init(code, userInfo: userInfo)
+    }
+    static var fallback: CBATTError { CBATTError(.unlikelyError) }
+}
+
+// The conformances below are the runtime's entry points; the work is `NSErrorBridgedCodes`'s.
+
 extension CBError: _ObjectiveCBridgeable {
-    /// An `NSError` in `CBErrorDomain` with `errorCode` and `errorUserInfo`.
-    public func _bridgeToObjectiveC() -> NSError {
-        NSError(domain: Self.errorDomain, code: errorCode, userInfo: errorUserInfo)
-    }
+    public func _bridgeToObjectiveC() -> NSError { bridgedNSError }
 
-    /// The error for `source`; traps unless it is in `CBErrorDomain` with a known code.
     public static func _forceBridgeFromObjectiveC(_ source: NSError, result: inout CBError?) {
-        guard _conditionallyBridgeFromObjectiveC(source, result: &result) else {
-            preconditionFailure("\(source) is not a CBError")
-        }
+        result = forceBridged(from: source)
     }
 
-    /// The error for `source` when it is in `CBErrorDomain` with a known code.
     public static func _conditionallyBridgeFromObjectiveC(_ source: NSError, result: inout CBError?) -> Bool {
-        guard source.domain == errorDomain, let code = Code(rawValue: source.code) else {
-            result = nil
-            return false
-        }
-        result = CBError(code, userInfo: source.userInfo)
+        result = bridged(from: source)
         return result != nil
     }
 
-    /// The error for `source`; traps unless it is in `CBErrorDomain` with a known code.
     public static func _unconditionallyBridgeFromObjectiveC(_ source: NSError?) -> CBError {
-        var result: CBError?
-        _forceBridgeFromObjectiveC(source ?? NSError(domain: errorDomain, code: Code.unknown.rawValue), result: &result)
-        return result ?? CBError(.unknown)
+        source.map(forceBridged(from:)) ?? fallback
     }
 }
 
 extension CBATTError: _ObjectiveCBridgeable {
-    /// An `NSError` in `CBATTErrorDomain` with `errorCode` and `errorUserInfo`.
-    public func _bridgeToObjectiveC() -> NSError {
-        NSError(domain: Self.errorDomain, code: errorCode, userInfo: errorUserInfo)
-    }
+    public func _bridgeToObjectiveC() -> NSError { bridgedNSError }
 
-    /// The error for `source`; traps unless it is in `CBATTErrorDomain` with a known code.
     public static func _forceBridgeFromObjectiveC(_ source: NSError, result: inout CBATTError?) {
-        guard _conditionallyBridgeFromObjectiveC(source, result: &result) else {
-            preconditionFailure("\(source) is not a CBATTError")
-        }
+        result = forceBridged(from: source)
     }
 
-    /// The error for `source` when it is in `CBATTErrorDomain` with a known code.
     public static func _conditionallyBridgeFromObjectiveC(_ source: NSError, result: inout CBATTError?) -> Bool {
-        guard source.domain == errorDomain, let code = Code(rawValue: source.code) else {
-            result = nil
-            return false
-        }
-        result = CBATTError(code, userInfo: source.userInfo)
+        result = bridged(from: source)
         return result != nil
     }
 
-    /// The error for `source`; traps unless it is in `CBATTErrorDomain` with a known code.
     public static func _unconditionallyBridgeFromObjectiveC(_ source: NSError?) -> CBATTError {
-        var result: CBATTError?
-        _forceBridgeFromObjectiveC(source ?? NSError(domain: errorDomain, code: Code.unlikelyError.rawValue), result: &result)
-        return result ?? CBATTError(.unlikelyError)
+        source.map(forceBridged(from:)) ?? fallback
     }
 }
