@@ -78,6 +78,9 @@ public final class DeviceConnection: @unchecked Sendable {
     }
     @exclusivity(unchecked) private var firstOwner: ObjectIdentifier?
     @exclusivity(unchecked) private var otherOwners: [ObjectIdentifier] = []
+    /// Clients that got traffic on the connection without owning it (requests for their
+    /// services on it): they hear of its end too.
+    @exclusivity(unchecked) var users: [ObjectIdentifier] = []
     @exclusivity(unchecked) var readyTimer: TimerHandle?
 
     init(le: LEConnection, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {

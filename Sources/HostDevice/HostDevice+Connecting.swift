@@ -55,7 +55,7 @@ extension HostDevice {
             return
         }
         connection.owners.removeAll { $0 == id }
-        users[connection.handle]?.remove(id)
+        connection.users.removeAll { $0 == id }
         // After the current job, as the other disconnections are reported.
         loop.execute { [weak self] in
             guard let self, let client = clients.first(where: { $0.id == id })?.client else { return }

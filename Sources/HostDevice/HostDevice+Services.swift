@@ -57,8 +57,8 @@ extension HostDevice {
     /// the connection's end even if it does not own the connection.
     private func use(_ connection: DeviceConnection, by client: any HostDeviceClient) {
         let id = ObjectIdentifier(client)
-        guard !connection.isOwned(by: id) else { return }
-        users[connection.handle, default: []].insert(id)
+        guard !connection.isOwned(by: id), !connection.users.contains(id) else { return }
+        connection.users.append(id)
     }
 
     /// The GATT server's requests go to the client whose service holds the attribute.

@@ -51,9 +51,6 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// Connections by their GATT server connection, filled as requests arrive (a connection
     /// that never carries a request costs no entry: fleets of connections count every byte).
     @exclusivity(unchecked) var connectionsByServerConnection: [ObjectIdentifier: DeviceConnection] = [:]
-    /// Clients that were told of traffic on a connection they do not own (requests for their
-    /// services on it): they hear of its end too.
-    @exclusivity(unchecked) var users: [ConnectionHandle: Set<ObjectIdentifier>] = [:]
 
     // Scanning (HostDevice+Scanning)
     @exclusivity(unchecked) var controllerScanning = false
@@ -168,7 +165,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
             connection.owners.removeAll { $0 == id }
             if connection.owners.isEmpty && connection.role == .central { host.disconnect(connection.le) }
         }
-        for handle in users.keys { users[handle]?.remove(id) }
+        for connection in connections.values { connection.users.removeAll { $0 == id } }
         if let set = entry.advertisingSet, !isClosed {
             host.stopAdvertising(set: set) { [weak self] result in
                 if case .failure(let error) = result { self?.log?("stopping a removed client's advertising failed: \(error)") }
@@ -267,14 +264,13 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         connection.isOpen = false
         connection.readyTimer?.cancel()
         connection.readyTimer = nil
-        let users = self.users.removeValue(forKey: le.handle) ?? []
         if !connection.isReady {
             for client in clients(in: connection.owners) {
                 client.device(self, didFailToConnectTo: connection.peer, error: .droppedBeforeReady(reason))
             }
             return
         }
-        for client in clients(in: Set(connection.owners).union(users)) {
+        for client in clients(in: connection.owners + connection.users) {
             client.device(self, didDisconnect: connection, reason: reason)
         }
     }
@@ -312,7 +308,6 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         }
         connections = ConnectionTable()
         connectionsByServerConnection = [:]
-        users = [:]
         pending = []
         initiating = nil
         cancellingInitiation = false
