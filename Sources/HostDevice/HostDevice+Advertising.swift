@@ -9,7 +9,7 @@ extension HostDevice {
     /// until that one stops.
     public func startAdvertising(_ parameters: AdvertisingParameters, for client: any HostDeviceClient,
                                  completion: @escaping (Result<Void, HCIError>) -> Void) {
-        dispatchPrecondition()
+        assertOnLoop()
         guard let index = entryIndex(client), !isClosed else {
             return completion(.failure(.notSupported("the device is not on")))
         }
@@ -41,7 +41,7 @@ extension HostDevice {
     /// Stops `client`'s advertising and frees its set.
     public func stopAdvertising(for client: any HostDeviceClient,
                                 completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
-        dispatchPrecondition()
+        assertOnLoop()
         guard let index = entryIndex(client), let set = clients[index].advertisingSet else { return completion(.success(())) }
         clients[index].advertisingSet = nil
         guard !isClosed else { return completion(.success(())) }

@@ -10,7 +10,7 @@ extension HostDevice {
     /// connected to `peer` as central, the connection is shared: `client` becomes an owner too
     /// and hears `didConnect` at once.
     public func connect(to peer: LEAddress, for client: any HostDeviceClient) {
-        dispatchPrecondition()
+        assertOnLoop()
         guard !isClosed else { return }
         let id = ObjectIdentifier(client)
         if let existing = connections.values.first(where: { $0.peer == peer && $0.role == .central && $0.isOpen }) {
@@ -32,7 +32,7 @@ extension HostDevice {
     /// wants it. False when `client` had no pending connection to `peer`.
     @discardableResult
     public func cancelConnecting(to peer: LEAddress, for client: any HostDeviceClient) -> Bool {
-        dispatchPrecondition()
+        assertOnLoop()
         let id = ObjectIdentifier(client)
         guard pending.contains(where: { $0.peer == peer && $0.owners.contains(id) }) else { return false }
         dropPendingOwner(id, of: peer)
@@ -44,7 +44,7 @@ extension HostDevice {
     /// `didDisconnect` (Connection Terminated By Local Host) and the others keep the link.
     /// A client that does not own the connection cannot end it.
     public func disconnect(_ connection: DeviceConnection, for client: any HostDeviceClient) {
-        dispatchPrecondition()
+        assertOnLoop()
         let id = ObjectIdentifier(client)
         guard connection.isOpen, connection.isOwned(by: id) else {
             log?("a client asked to end a connection it does not own (\(connection.peer)); refused")

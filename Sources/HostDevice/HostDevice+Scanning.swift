@@ -6,7 +6,7 @@ extension HostDevice {
     /// `client` scans: the controller scans (actively, with no duplicate filter: each client
     /// filters and coalesces for itself) while any client does.
     public func startScanning(for client: any HostDeviceClient) {
-        dispatchPrecondition()
+        assertOnLoop()
         guard let index = entryIndex(client), !isClosed else { return }
         clients[index].isScanning = true
         reconcileScan()
@@ -14,15 +14,10 @@ extension HostDevice {
 
     /// `client` stops scanning; the controller stops when no client scans any more.
     public func stopScanning(for client: any HostDeviceClient) {
-        dispatchPrecondition()
+        assertOnLoop()
         guard let index = entryIndex(client), clients[index].isScanning else { return }
         clients[index].isScanning = false
         reconcileScan()
-    }
-
-    /// Whether `client` scans.
-    public func isScanning(_ client: any HostDeviceClient) -> Bool {
-        entryIndex(client).map { clients[$0].isScanning } ?? false
     }
 
     /// Brings the controller's scan in line with what the clients want, one command at a time.

@@ -7,7 +7,7 @@ extension HostDevice {
     public func addService(_ service: GATTService, for client: any HostDeviceClient) throws(GATTDatabaseError)
         -> GATTServiceHandles
     {
-        dispatchPrecondition()
+        assertOnLoop()
         let handles = try gattServer.addService(service)
         services.append(OwnedService(id: handles.id, range: handles.range, owner: ObjectIdentifier(client)))
         return handles
@@ -15,7 +15,7 @@ extension HostDevice {
 
     /// Removes one of `client`'s services. Another client's service is not removed (an error).
     public func removeService(_ id: GATTServiceID, for client: any HostDeviceClient) throws(GATTDatabaseError) {
-        dispatchPrecondition()
+        assertOnLoop()
         guard let index = services.firstIndex(where: { $0.id == id }), services[index].owner == ObjectIdentifier(client) else {
             throw .unknownService(id)
         }
@@ -25,7 +25,7 @@ extension HostDevice {
 
     /// Removes every service of `client`'s, and only those.
     public func removeAllServices(for client: any HostDeviceClient) {
-        dispatchPrecondition()
+        assertOnLoop()
         removeAllServices(ownedBy: ObjectIdentifier(client))
     }
 

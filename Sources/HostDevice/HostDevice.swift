@@ -98,7 +98,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// address (derived from the public one, so stable across runs, as phones show themselves
     /// with a random address; some controllers route LE data only by random addresses).
     public func start(completion: @escaping (Result<LEAddress, HCIError>) -> Void) {
-        dispatchPrecondition()
+        assertOnLoop()
         host.start { [self] result in
             switch result {
             case .success(let info):
@@ -121,14 +121,14 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     /// Closes the transport. Clients are not called: they are going away too.
     public func stop() {
-        dispatchPrecondition()
+        assertOnLoop()
         host.delegate = nil
         host.stop()
         dropEverything()
     }
 
     /// Debug builds check every entry point runs on the device's loop.
-    func dispatchPrecondition(file: StaticString = #file, line: UInt = #line) {
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
         loop.assertConfined("HostDevice", file: file, line: line)
     }
 
@@ -137,7 +137,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// Adds a client in `roles`. A client in the peripheral role owns the connections peers
     /// make from then on.
     public func addClient(_ client: any HostDeviceClient, roles: HostDeviceRoles) {
-        dispatchPrecondition()
+        assertOnLoop()
         let id = ObjectIdentifier(client)
         guard !clients.contains(where: { $0.id == id }) else { return }
         let taken = Set(clients.map(\.updateOwner))
@@ -155,7 +155,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// connections (a link only it owned goes down), its advertising set and its services.
     /// It is not called again.
     public func removeClient(_ client: any HostDeviceClient) {
-        dispatchPrecondition()
+        assertOnLoop()
         let id = ObjectIdentifier(client)
         guard let index = clients.firstIndex(where: { $0.id == id }) else { return }
         let entry = clients.remove(at: index)

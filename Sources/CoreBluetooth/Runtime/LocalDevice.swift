@@ -61,9 +61,6 @@ final class LocalDevice: @unchecked Sendable {
     /// External devices in use, by transport: managers naming the same one share it.
     private static let registry = Locked<[String: LocalDevice]>([:])
 
-    /// Whether managers share this device (it is an external controller).
-    var isShared: Bool { externalSpec != nil }
-
     /// Chooses the controller from the options, the task's current radio, `CB_TRANSPORT`, or
     /// the shared radio, in that order. An external controller another manager of the process
     /// uses is shared; call ``release()`` when the manager goes.
