@@ -114,7 +114,7 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
     // MARK: Shared with the app's threads
 
     /// Values the API side accepted, waiting for the loop.
-    private let inbox = Mutex(UpdateInbox())
+    private let inbox = Locked(UpdateInbox())
     /// Central ids, unique in the process (so a central of another service never matches).
     private static let centralIDs = Atomic<Int>(0)
 

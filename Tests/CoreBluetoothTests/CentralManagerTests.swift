@@ -7,6 +7,7 @@ import GATT
 import HCI
 import HostStack
 import Testing
+import Scheduling
 
 /// A peripheral built straight on the host stack (an independent peer), advertising `data`
 /// with a GATT server, and a central manager on the same virtual radio: the central role's

@@ -9,6 +9,7 @@ import HCI
 import HostStack
 import Testing
 import TestSupport
+import Scheduling
 
 /// Records what a peripheral manager's delegate hears, and answers requests with handlers the
 /// test sets (they run on the delegate queue).

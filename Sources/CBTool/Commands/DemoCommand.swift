@@ -41,12 +41,15 @@ struct DemoCommand: ParsableCommand {
         try session.waitPoweredOn()
         session.scan(services: nil, duplicates: false)
         let names = ["EchoServer", "LedRemote"]
-        var found: [String: Sighting] = [:]
+        // The wait's condition may run on any callback's thread: it only reads, and the result
+        // is taken once the wait is over.
+        let byName = { Dictionary(session.sightings.compactMap { s in s.localName.map { ($0, s) } }) { a, _ in a } }
         context.wait(seconds: 5) {
-            found = Dictionary(session.sightings.compactMap { s in s.localName.map { ($0, s) } }) { a, _ in a }
+            let found = byName()
             return names.allSatisfy { found[$0] != nil && !(found[$0]!.services.isEmpty) }
         }
         session.stopScan()
+        let found = byName()
         for sighting in session.sightings {
             say("found \(ScanCommand.line(sighting))")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Scheduling
 
 /// Calls the app should not make (Apple logs them as "API MISUSE" and ignores them): logged to
 /// standard error once per distinct message and kept for tests.

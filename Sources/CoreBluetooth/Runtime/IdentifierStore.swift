@@ -1,5 +1,6 @@
 import Foundation
 import HCI
+import Scheduling
 
 /// The `identifier` UUIDs of remote devices, one per device address, kept across runs in a JSON
 /// file so that a peripheral keeps its identifier (as on iOS, where the system remembers it).

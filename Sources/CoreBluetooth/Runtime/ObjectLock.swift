@@ -1,4 +1,5 @@
 import Foundation
+import Scheduling
 
 /// The lock around the state Core Bluetooth objects show to the app (states, values, discovered
 /// objects). One lock for all of them: they are read from any thread, written right before the
@@ -20,22 +21,4 @@ final class ObjectLock: @unchecked Sendable {
 @inline(__always)
 func synchronized<T>(_ body: () throws -> T) rethrows -> T {
     try ObjectLock.shared.withLock(body)
-}
-
-/// A value shared between threads behind its own lock (for state that is not the app-visible
-/// object graph: budgets, registries).
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    @inline(__always)
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-
-    var current: Value { withLock { $0 } }
 }
