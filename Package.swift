@@ -43,6 +43,8 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
+        // The Security Manager (Vol 3 Part H): SMP PDUs and per-link pairing sessions in both roles.
+        .target(name: "SMP", dependencies: ["ByteCoding", "HCI", "Scheduling", "LECrypto"]),
         // HCI packets (Vol 4 Part E): commands, events, ACL; one encoder and one decoder each.
         .target(name: "HCI", dependencies: ["ByteCoding"]),
         // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
@@ -115,6 +117,7 @@ let package = Package(
         .testTarget(name: "ByteCodingTests", dependencies: ["ByteCoding"]),
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
+        .testTarget(name: "SMPTests", dependencies: ["SMP", "LECrypto", "HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "HCITesting", "TestTools",
