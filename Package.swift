@@ -77,7 +77,7 @@ let package = Package(
         // bearer, GATT client and server connection; merged scans, connection ownership,
         // advertising sets, merged services.
         .target(name: "HostDevice", dependencies: [
-            "HCI", "HCIDriver", "HCITransport", "HostStack", "L2CAP", "ATT", "GATT", "Scheduling",
+            "HCI", "HCIDriver", "HCITransport", "HostStack", "L2CAP", "ATT", "GATT", "Scheduling", "SMP", "LECrypto",
         ]),
         // The role services over the host device (central now; the peripheral role next): what
         // an API client asks and hears, in plain values (addresses, handles, bytes), the boundary
@@ -125,7 +125,7 @@ let package = Package(
         .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding", "L2CAPTesting"]),
         // The host device's client rules, with virtual controllers on a virtual radio.
         .testTarget(name: "HostDeviceTests", dependencies: [
-            "HostDevice", "HostStack", "GATT", "ATT", "HCI", "HCITransport", "Scheduling", "VirtualController",
+            "HostDevice", "HostStack", "GATT", "ATT", "HCI", "HCITransport", "Scheduling", "VirtualController", "SMP",
         ]),
         .testTarget(name: "HostStackTests", dependencies: [
             "HostStack", "L2CAP", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",

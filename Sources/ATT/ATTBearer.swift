@@ -23,6 +23,8 @@ public enum ATTBearerError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidRequest(String)
     /// The link refused the PDU (its queue is full, or it is going down).
     case cannotSend
+    /// The request needed more security than the link had, and raising it failed.
+    case securityFailed(ATTSecurityFailure)
 
     public var description: String {
         switch self {
@@ -35,6 +37,23 @@ public enum ATTBearerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .mtuAlreadyExchanged: "the ATT MTU was already exchanged on this connection"
         case .invalidRequest(let what): "cannot send: \(what)"
         case .cannotSend: "the link cannot send now"
+        case .securityFailed(let failure): "the link's security could not be raised: \(failure)"
+        }
+    }
+}
+
+/// Why the link's owner could not give a request the security its server asked for (see
+/// `ATTBearer.onInsufficientSecurity`).
+public enum ATTSecurityFailure: Hashable, Sendable, CustomStringConvertible {
+    /// Encryption with the bond's key failed: the peer no longer has it.
+    case peerRemovedPairingInformation
+    /// Encryption did not complete in time.
+    case encryptionTimedOut
+
+    public var description: String {
+        switch self {
+        case .peerRemovedPairingInformation: "the peer removed its pairing information"
+        case .encryptionTimedOut: "encryption timed out"
         }
     }
 }
@@ -109,6 +128,8 @@ public final class ATTBearer: @unchecked Sendable {
     private struct PendingRequest {
         var pdu: ATTPDU
         var completion: (Result<ATTPDU, ATTBearerError>) -> Void
+        /// Sent again after the link's security was raised; not retried a second time.
+        var isRetry = false
     }
     @exclusivity(unchecked) private var waitingRequests = RingBuffer<PendingRequest>()
     @exclusivity(unchecked) private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
@@ -119,6 +140,19 @@ public final class ATTBearer: @unchecked Sendable {
     /// link). One owner: not chained, and not a listener (listeners hear every readiness on the
     /// notification path, and this one needs only the timeout).
     @exclusivity(unchecked) public var onTransactionTimeout: (() -> Void)?
+
+    /// The link's owner raises its security here when the server refused a request for want of
+    /// it (Insufficient Authentication, Encryption or Encryption Key Size — Vol 3 Part C
+    /// §10.3.2: the client may pair or encrypt, then retry). It calls `done` once on the loop:
+    /// nil, and the request goes out again, once; an error (`.errorResponse` of the refusal to
+    /// let it stand), and the request fails with it. Requests queued behind wait meanwhile, so
+    /// they keep their order. Nil: the Error Response is the request's result.
+    @exclusivity(unchecked) public var onInsufficientSecurity:
+        ((ATTPDU.ErrorResponse, _ done: @escaping (ATTBearerError?) -> Void) -> Void)?
+    /// The request waiting for the owner to raise the link's security; then the one to send
+    /// again before any other.
+    @exclusivity(unchecked) private var heldForSecurity: PendingRequest?
+    @exclusivity(unchecked) private var retryNext: PendingRequest?
 
     // MARK: Listeners
 
@@ -224,7 +258,7 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     private func sendNextRequest() {
-        while isOpen, outstandingRequest == nil, let next = waitingRequests.popFirst() {
+        while isOpen, outstandingRequest == nil, heldForSecurity == nil, let next = nextRequest() {
             let bytes = next.pdu.encode()
             guard bytes.count <= mtu else {
                 next.completion(.failure(.invalidRequest("\(next.pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu)")))
@@ -258,9 +292,37 @@ public final class ATTBearer: @unchecked Sendable {
         outstandingRequest = nil
         let request = outstanding.request
         let result = match(bytes, opcode, to: request.pdu)
+        if case .failure(.errorResponse(let error)) = result, !request.isRetry, Self.asksForSecurity(error.errorCode),
+           let raise = onInsufficientSecurity {
+            log?("\(request.pdu.opcode.name) needs more security (\(error.errorCode)); raising it, then retrying")
+            var held = request
+            held.isRetry = true
+            heldForSecurity = held
+            raise(error) { [weak self] failure in
+                // Nothing held: the bearer closed meanwhile and failed the request itself.
+                guard let self, let held = heldForSecurity else { return }
+                heldForSecurity = nil
+                if let failure { held.completion(.failure(failure)) } else { retryNext = held }
+                sendNextRequest()
+            }
+            return
+        }
         if case .failure(let error) = result { log?("\(error)") }
         request.completion(result)
         sendNextRequest()
+    }
+
+    private func nextRequest() -> PendingRequest? {
+        if let retry = retryNext {
+            retryNext = nil
+            return retry
+        }
+        return waitingRequests.popFirst()
+    }
+
+    /// The Error Response codes a client answers by pairing or encrypting (Vol 3 Part C §10.3.2).
+    static func asksForSecurity(_ code: ATTErrorCode) -> Bool {
+        code == .insufficientAuthentication || code == .insufficientEncryption || code == .encryptionKeySizeTooShort
     }
 
     /// The outcome of `request` given the PDU that arrived while it was outstanding.
@@ -576,6 +638,9 @@ public final class ATTBearer: @unchecked Sendable {
             outstandingRequest = nil
             outstanding.request.completion(.failure(error))
         }
+        for request in [heldForSecurity, retryNext].compactMap({ $0 }) { request.completion(.failure(error)) }
+        heldForSecurity = nil
+        retryNext = nil
         while let request = waitingRequests.popFirst() { request.completion(.failure(error)) }
         if let outstanding = outstandingIndication {
             outstanding.timer.cancel()

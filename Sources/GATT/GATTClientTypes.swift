@@ -115,6 +115,8 @@ public enum GATTClientError: Error, Hashable, Sendable, CustomStringConvertible 
     case queueFull
     /// The link refused to send the request.
     case cannotSend
+    /// The server asked for more security and the link's could not be raised.
+    case securityFailed(ATTSecurityFailure)
 
     init(_ error: ATTBearerError) {
         switch error {
@@ -125,6 +127,7 @@ public enum GATTClientError: Error, Hashable, Sendable, CustomStringConvertible 
         case .mtuAlreadyExchanged: self = .invalidArgument("the ATT MTU was already exchanged")
         case .invalidRequest(let what): self = .invalidArgument(what)
         case .cannotSend: self = .cannotSend
+        case .securityFailed(let failure): self = .securityFailed(failure)
         }
     }
 
@@ -138,6 +141,7 @@ public enum GATTClientError: Error, Hashable, Sendable, CustomStringConvertible 
         case .writeVerificationFailed(let handle, let offset):
             "the prepared write of \(handle) at offset \(offset) came back altered; the write was cancelled"
         case .notSubscribable(let handle): "characteristic \(handle) cannot notify or indicate"
+        case .securityFailed(let failure): "the link's security could not be raised: \(failure)"
         case .queueFull: "too many GATT procedures are waiting"
         case .cannotSend: "the link cannot send now"
         }

@@ -17,6 +17,10 @@ public final class GATTBearerConnection: GATTServerConnection, ATTBearerListener
 
     public var mtu: Int { bearer.mtu }
     public var securityLevel: LESecurityLevel { bearer.securityLevel }
+    /// Set by the link's owner while the peer is bonded, so that a protected attribute on a
+    /// link not yet encrypted answers Insufficient Encryption (encrypt with the bond's key)
+    /// rather than Insufficient Authentication (pair).
+    @exclusivity(unchecked) public var hasEncryptionKey = false
 
     public func notify(handle: ATTHandle, bytes: UnsafeRawBufferPointer) -> Bool {
         bearer.notify(handle: handle, bytes: bytes)

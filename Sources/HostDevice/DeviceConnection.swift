@@ -4,6 +4,7 @@ import HCI
 import HCIDriver
 import HostStack
 import L2CAP
+import SMP
 import Scheduling
 
 /// What a connection's encryption is worth, kept per connection by its host device: the place
@@ -15,23 +16,9 @@ public struct ConnectionSecurity: Sendable, Hashable {
     public var keySize = 0
     /// Whether the peer is bonded (its keys are stored).
     public var isBonded = false
-    /// The peer's identity address once known (from its Identity Address Information), which
-    /// a resolvable private address stands in for.
+    /// The peer's identity address once known (from its Identity Address Information, or a
+    /// bond whose IRK resolved its address), which a resolvable private address stands in for.
     public var peerIdentity: LEAddress?
-    /// The long-term key to encrypt this link with as peripheral, as HCI carries it, with the
-    /// EDIV and Rand it goes with (both zero for LE Secure Connections).
-    public var longTermKey: LongTermKey?
-
-    public struct LongTermKey: Sendable, Hashable {
-        public var key: [UInt8]
-        public var ediv: UInt16
-        public var rand: UInt64
-        public init(key: [UInt8], ediv: UInt16, rand: UInt64) {
-            self.key = key
-            self.ediv = ediv
-            self.rand = rand
-        }
-    }
 
     public init() {}
 }
@@ -82,6 +69,15 @@ public final class DeviceConnection: @unchecked Sendable {
     /// services on it): they hear of its end too.
     @exclusivity(unchecked) var users: [ObjectIdentifier] = []
     @exclusivity(unchecked) var readyTimer: TimerHandle?
+
+    // Security (HostDevice+Security)
+    /// The link's Security Manager, made when SMP is first needed on it.
+    @exclusivity(unchecked) var securityManagerStorage: SecurityManager?
+    /// Who waits for the link's security to be raised (a pairing or an encryption under way).
+    @exclusivity(unchecked) var securityWaiters: [(Result<Void, LinkSecurityError>) -> Void] = []
+    /// What the key the link is being encrypted with is worth, until Encryption Change.
+    @exclusivity(unchecked) var encryptingWith: (level: LESecurityLevel, keySize: Int)?
+    @exclusivity(unchecked) var encryptionTimer: TimerHandle?
 
     init(le: LEConnection, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
         self.le = le

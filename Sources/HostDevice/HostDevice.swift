@@ -5,6 +5,8 @@ import HCIDriver
 import HCITransport
 import HostStack
 import L2CAP
+import LECrypto
+import SMP
 import Scheduling
 
 /// The host on one controller, shared by every user of that controller, as a phone's apps
@@ -79,6 +81,17 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         let owner: ObjectIdentifier
     }
     @exclusivity(unchecked) var services: [OwnedService] = []
+
+    // Security (HostDevice+Security)
+    /// The pairing policy each link's Security Manager starts from.
+    @exclusivity(unchecked) public var securityConfiguration = SMPConfiguration()
+    /// Answers pairing prompts on links whose owners have no agent of their own.
+    @exclusivity(unchecked) public var pairingAgent: any PairingAgent = AutoAcceptPairingAgent()
+    /// This device's identity resolving key (16 octets as SMP carries it), distributed to
+    /// peers that bond with it.
+    @exclusivity(unchecked) public var localIRK: [UInt8]? = HostDevice.randomIRK()
+    @exclusivity(unchecked) var bonds = DeviceBonds()
+    @exclusivity(unchecked) var pairingFailures: [LEAddress: PairingFailures] = [:]
 
     @exclusivity(unchecked) public private(set) var isClosed = false
 
@@ -234,6 +247,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     public func host(_ host: LEHost, didConnect le: LEConnection) {
         let connection = DeviceConnection(le: le, server: gattServer, loop: loop, log: log)
         connections[le.handle] = connection
+        attachSecurityManager(to: connection)
         let handle = le.handle
         connection.bearer.onTransactionTimeout = { [weak self] in
             guard let self, let connection = connections[handle] else { return }
@@ -264,6 +278,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         connection.isOpen = false
         connection.readyTimer?.cancel()
         connection.readyTimer = nil
+        securityLinkClosed(connection)
         if !connection.isReady {
             for client in clients(in: connection.owners) {
                 client.device(self, didFailToConnectTo: connection.peer, error: .droppedBeforeReady(reason))
@@ -277,15 +292,14 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     public func host(_ host: LEHost, encryptionChangedOn le: LEConnection, status: HCIStatus) {
         guard let connection = connections[le.handle] else { return }
-        connection.security.level = le.l2cap.securityLevel
-        connection.security.keySize = le.isEncrypted ? 16 : 0
+        encryptionChanged(on: connection, status: status)
     }
 
-    /// As peripheral: the key to encrypt with is the connection's (the Security Manager puts it
-    /// there from pairing or a bond); none, and the request is refused.
+    /// As peripheral: the key of the pairing under way or of the peer's bond; none, and the
+    /// request is refused.
     public func host(_ host: LEHost, longTermKeyFor le: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? {
-        guard let key = connections[le.handle]?.security.longTermKey, key.rand == rand, key.ediv == ediv else { return nil }
-        return key.key
+        guard let connection = connections[le.handle] else { return nil }
+        return longTermKey(for: connection, rand: rand, ediv: ediv)
     }
 
     public func host(_ host: LEHost, didStopAdvertisingSet set: UInt8) {

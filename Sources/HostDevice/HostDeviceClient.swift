@@ -4,6 +4,7 @@ import HCI
 import HCIDriver
 import HCITransport
 import HostStack
+import SMP
 
 /// A user of a host device: a central or peripheral role service (one per Core Bluetooth
 /// manager), later a daemon's client. The device calls it on its loop, with only what concerns
@@ -46,6 +47,10 @@ public protocol HostDeviceClient: AnyObject {
     /// The controller is gone (transport closed, powered off): every connection, scan and
     /// advertisement of the device ended with it.
     func device(_ device: HostDevice, didClose error: HCITransportError?)
+
+    /// Answers pairing prompts on the connections this client owns (the first owner's agent
+    /// answers); nil leaves them to the device's agent.
+    var pairingAgent: (any PairingAgent)? { get }
 }
 
 extension HostDeviceClient {
@@ -64,6 +69,7 @@ extension HostDeviceClient {
                        on connection: DeviceConnection) {}
     public func device(_ device: HostDevice, updatesHandedOver count: Int) {}
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {}
+    public var pairingAgent: (any PairingAgent)? { nil }
 }
 
 /// Why a connection attempt failed.

@@ -5,6 +5,7 @@ import HCI
 import HCIDriver
 import HCITransport
 import HostStack
+import SMP
 import Scheduling
 import Testing
 import VirtualController
@@ -350,7 +351,7 @@ struct HostDeviceTests {
         #expect(bench.shared.host.advertisingSets.isEmpty)
     }
 
-    @Test func theLongTermKeyRequestIsAnsweredFromTheConnectionsSecurityState() throws {
+    @Test func theLongTermKeyRequestIsAnsweredFromThePeersBond() throws {
         let bench = try Bench()
         let server = Client("server")
         bench.shared.addClient(server, roles: .peripheral)
@@ -362,10 +363,15 @@ struct HostDeviceTests {
         let incoming = try #require(server.connected.first)
         let outgoing = try #require(visitor.connected.first)
         let key = [UInt8](0..<16)
-        incoming.security.longTermKey = .init(key: key, ediv: 0x1234, rand: 0x0102_0304_0506_0708)
+        var outcome = PairingOutcome(method: .passkeyInput, linkKeySecurity: .authenticatedEncryption, keySize: 16, bonded: true)
+        outcome.peripheralLTK = SMPLongTermKey(key: key, ediv: 0x1234, rand: 0x0102_0304_0506_0708, keySize: 16,
+                                               authenticated: true, secureConnections: false)
+        #expect(bench.shared.bonds.save(outcome, peer: incoming.peer))
         try bench.run { bench.peerA.host.startEncryption(outgoing.le, longTermKey: key, rand: 0x0102_0304_0506_0708, ediv: 0x1234,
                                                           completion: $0) }
-        #expect(bench.run { incoming.security.level == .unauthenticatedEncryption && outgoing.security.level.isEncrypted })
+        // The bond's key is worth authenticated encryption; the central, which has no bond of
+        // its own here, counts its link as merely encrypted.
+        #expect(bench.run { incoming.security.level == .authenticatedEncryption && outgoing.security.level.isEncrypted })
         #expect(incoming.security.keySize == 16)
     }
 }

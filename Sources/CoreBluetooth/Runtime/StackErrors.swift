@@ -39,6 +39,8 @@ enum StackErrors {
         case .invalidArgument(let what): CBError(.invalidParameters, description: "The specified parameters are invalid: \(what).")
         case .queueFull: CBError(.outOfSpace, description: "Too many operations are waiting.")
         case .protocolViolation, .writeVerificationFailed, .cannotSend: CBError(.unknown, description: "\(error)")
+        case .securityFailed(.peerRemovedPairingInformation): CBError(.peerRemovedPairingInformation)
+        case .securityFailed(.encryptionTimedOut): CBError(.encryptionTimedOut)
         }
     }
 }

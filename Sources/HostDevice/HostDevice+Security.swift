@@ -1,0 +1,358 @@
+import ATT
+import HCI
+import HostStack
+import L2CAP
+import SMP
+import Scheduling
+
+/// Why a link's security could not be raised.
+public enum LinkSecurityError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Pairing failed (a check, the agent, the peer, or the 30 s SMP timeout).
+    case pairingFailed(SMPError)
+    /// Encryption with the bond's key failed: the peer lost its keys (PIN or Key Missing).
+    case peerRemovedPairingInformation
+    /// Encryption with the bond's key failed otherwise.
+    case encryptionFailed(HCIStatus)
+    /// No Encryption Change came in time.
+    case encryptionTimedOut
+    /// The link went down first.
+    case disconnected
+
+    public var description: String {
+        switch self {
+        case .pairingFailed(let error): "\(error)"
+        case .peerRemovedPairingInformation: "the peer removed its pairing information"
+        case .encryptionFailed(let status): "encryption failed: \(status)"
+        case .encryptionTimedOut: "encryption timed out"
+        case .disconnected: "the link went down"
+        }
+    }
+}
+
+/// A Just Works agent that accepts every pairing: a headless gateway's default (as the issue of
+/// a phone's dialog does not arise), and what a device uses when no client has an agent.
+public final class AutoAcceptPairingAgent: PairingAgent {
+    public init() {}
+    public var ioCapability: SMPIOCapability { .noInputNoOutput }
+    public func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
+        switch prompt {
+        case .confirmPairing, .displayPasskey, .confirmNumber: reply(.accept)
+        case .enterPasskey, .outOfBandData: reply(.reject)
+        }
+    }
+}
+
+/// The agent a link's Security Manager talks to: the first owner's agent when it has one,
+/// else the device's. Looked up at each use, as owners come and go.
+final class ConnectionPairingAgent: PairingAgent, @unchecked Sendable {
+    // Read on the device's loop only (the Security Manager runs there): the weak references
+    // are never touched from another thread.
+    private weak var device: HostDevice?
+    private weak var connection: DeviceConnection?
+    private let fallback: any PairingAgent
+
+    init(device: HostDevice, connection: DeviceConnection) {
+        self.device = device
+        self.connection = connection
+        fallback = device.pairingAgent
+    }
+
+    private var agent: any PairingAgent {
+        guard let device, let connection else { return fallback }
+        for client in device.clients(in: connection.owners) {
+            if let agent = client.pairingAgent { return agent }
+        }
+        return device.pairingAgent
+    }
+
+    var ioCapability: SMPIOCapability { agent.ioCapability }
+
+    func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
+        agent.prompt(prompt, peer: peer, reply: reply)
+    }
+}
+
+extension HostDevice {
+    /// How long Encryption Change may take after LE Enable Encryption before the attempt is
+    /// given up (the link layer's own procedure timeout is 40 s).
+    public static let encryptionTimeout: Duration = .seconds(30)
+
+    // MARK: Raising a link's security
+
+    /// Makes the link at least as secure as `level`: encrypts with the bond's key when there
+    /// is one, pairs otherwise (as central a Pairing Request; as peripheral a Security Request,
+    /// after which the central pairs or encrypts). Waits with the others when a pairing or an
+    /// encryption is already under way.
+    public func secure(_ connection: DeviceConnection, level: LESecurityLevel,
+                       completion: @escaping (Result<Void, LinkSecurityError>) -> Void) {
+        assertOnLoop()
+        guard connection.isOpen else { return completion(.failure(.disconnected)) }
+        guard connection.security.level < level else { return completion(.success(())) }
+        connection.securityWaiters.append(completion)
+        guard connection.securityWaiters.count == 1 else { return }
+        let encrypted = connection.le.isEncrypted
+        if !encrypted, connection.role == .central, let key = bondKey(for: connection), key.securityLevel >= level {
+            encrypt(connection, with: key)
+        } else {
+            pair(connection, requireMITM: level >= .authenticatedEncryption)
+        }
+    }
+
+    /// Pairs on the link whatever its state (a user asked to): the new keys replace a bond's
+    /// only if they are as strong.
+    public func pair(_ connection: DeviceConnection, completion: @escaping (Result<Void, LinkSecurityError>) -> Void) {
+        assertOnLoop()
+        guard connection.isOpen else { return completion(.failure(.disconnected)) }
+        connection.securityWaiters.append(completion)
+        guard connection.securityWaiters.count == 1 else { return }
+        pair(connection, requireMITM: securityConfiguration.requireMITM)
+    }
+
+    /// The ATT client's hook: a request refused for want of security raises it, then is
+    /// retried once (Vol 3 Part C §10.3.2), so the app sees only the final answer.
+    func raiseSecurity(on connection: DeviceConnection, for refusal: ATTPDU.ErrorResponse,
+                       done: @escaping (ATTBearerError?) -> Void) {
+        let level: LESecurityLevel
+        switch refusal.errorCode {
+        case .insufficientEncryption:
+            level = .unauthenticatedEncryption
+        case .insufficientAuthentication:
+            // Unencrypted: encryption may be all it takes; encrypted: the key is too weak, so
+            // only a MITM-protected pairing helps.
+            level = connection.le.isEncrypted ? .authenticatedEncryption : .unauthenticatedEncryption
+        default:
+            // Encryption Key Size Too Short: our keys are 16 octets already.
+            return done(.errorResponse(refusal))
+        }
+        secure(connection, level: level) { result in
+            switch result {
+            case .success: done(nil)
+            case .failure(.peerRemovedPairingInformation): done(.securityFailed(.peerRemovedPairingInformation))
+            case .failure(.encryptionTimedOut): done(.securityFailed(.encryptionTimedOut))
+            case .failure(.disconnected): done(.disconnected)
+            // The server's refusal stands (iOS reports Insufficient Authentication when
+            // pairing fails or cannot give MITM protection).
+            case .failure: done(.errorResponse(refusal))
+            }
+        }
+    }
+
+    private func pair(_ connection: DeviceConnection, requireMITM: Bool) {
+        let manager = securityManager(for: connection, requireMITM: requireMITM)
+        guard !manager.isPairing else { return }
+        manager.pair()
+    }
+
+    private func encrypt(_ connection: DeviceConnection, with key: SMPLongTermKey) {
+        connection.encryptingWith = (key.securityLevel, key.keySize)
+        connection.encryptionTimer?.cancel()
+        let handle = connection.handle
+        connection.encryptionTimer = loop.schedule(after: Self.encryptionTimeout) { [weak self] in
+            guard let self, let connection = connections[handle] else { return }
+            connection.encryptionTimer = nil
+            connection.encryptingWith = nil
+            finishSecurity(connection, .failure(.encryptionTimedOut))
+        }
+        host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weak self] result in
+            guard case .failure(let error) = result, let self, let connection = connections[handle] else { return }
+            log?("LE Enable Encryption refused: \(error)")
+            connection.encryptionTimer?.cancel()
+            connection.encryptionTimer = nil
+            connection.encryptingWith = nil
+            finishSecurity(connection, .failure(.encryptionFailed(.unspecifiedError)))
+        }
+    }
+
+    func finishSecurity(_ connection: DeviceConnection, _ result: Result<Void, LinkSecurityError>) {
+        let waiters = connection.securityWaiters
+        connection.securityWaiters = []
+        for waiter in waiters { waiter(result) }
+    }
+
+    // MARK: The link's Security Manager
+
+    func securityManager(for connection: DeviceConnection, requireMITM: Bool = false) -> SecurityManager {
+        if let existing = connection.securityManagerStorage,
+           existing.isPairing || existing.configuration.requireMITM == requireMITM || !requireMITM {
+            return existing
+        }
+        var configuration = securityConfiguration
+        configuration.requireMITM = configuration.requireMITM || requireMITM
+        if configuration.localIdentity == nil, let address, let irk = localIRK {
+            configuration.localIdentity = SMPLocalIdentity(irk: irk, address: address)
+        }
+        let local = address ?? LEAddress(.randomDevice, .zero)
+        let channel = connection.le.l2cap.securityManager!
+        let manager = SecurityManager(
+            role: connection.role, localAddress: local, peerAddress: connection.peer, configuration: configuration,
+            agent: ConnectionPairingAgent(device: self, connection: connection), loop: loop,
+            send: { [weak channel] sdu in _ = channel?.send(sdu) })
+        manager.delegate = self
+        manager.log = log
+        connection.securityManagerStorage = manager
+        return manager
+    }
+
+    /// Gives SMP PDUs on a new link to its Security Manager (made on the first one).
+    func attachSecurityManager(to connection: DeviceConnection) {
+        let handle = connection.handle
+        connection.le.l2cap.securityManager.onReceive = { [weak self] sdu in
+            guard let self, let connection = connections[handle] else { return }
+            securityManager(for: connection).receive(sdu)
+        }
+        connection.bearer.onInsufficientSecurity = { [weak self] refusal, done in
+            guard let self, let connection = connections[handle] else { return done(.disconnected) }
+            raiseSecurity(on: connection, for: refusal, done: done)
+        }
+        if let bond = bond(for: connection.peer) {
+            connection.security.isBonded = true
+            connection.security.peerIdentity = bond.peerIdentity
+            connection.serverConnection.hasEncryptionKey = true
+        }
+    }
+
+    // MARK: Host events
+
+    func encryptionChanged(on connection: DeviceConnection, status: HCIStatus) {
+        connection.encryptionTimer?.cancel()
+        connection.encryptionTimer = nil
+        let encrypted = connection.le.isEncrypted
+        let pairing = connection.securityManagerStorage?.isPairing == true
+        if encrypted {
+            let worth = connection.encryptingWith ?? (.unauthenticatedEncryption, 16)
+            connection.security.level = worth.level
+            connection.security.keySize = worth.keySize
+        } else {
+            connection.security.level = .noSecurity
+            connection.security.keySize = 0
+        }
+        connection.encryptingWith = nil
+        connection.le.l2cap.securityLevel = connection.security.level
+        connection.securityManagerStorage?.encryptionChanged(status: status, enabled: encrypted)
+        // A pairing ends in didFinishPairing; an encryption with a bond's key ends here.
+        guard !pairing, !connection.securityWaiters.isEmpty else { return }
+        if encrypted {
+            finishSecurity(connection, .success(()))
+        } else if status == .pinOrKeyMissing {
+            log?("\(connection.peer) no longer has the bond's key")
+            finishSecurity(connection, .failure(.peerRemovedPairingInformation))
+        } else {
+            finishSecurity(connection, .failure(.encryptionFailed(status)))
+        }
+    }
+
+    /// As peripheral, the central encrypts: with the key of the pairing under way, or a
+    /// bond's. The level the key is worth is kept for Encryption Change.
+    func longTermKey(for connection: DeviceConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? {
+        if let manager = connection.securityManagerStorage, manager.isPairing {
+            return manager.longTermKeyRequest(rand: rand, ediv: ediv)
+        }
+        guard let key = bond(for: connection.peer)?.peripheralLTK, key.rand == rand, key.ediv == ediv else {
+            log?("\(connection.peer) asked to encrypt with a key we do not have")
+            return nil
+        }
+        connection.encryptingWith = (key.securityLevel, key.keySize)
+        return key.key
+    }
+
+    func securityLinkClosed(_ connection: DeviceConnection) {
+        connection.encryptionTimer?.cancel()
+        connection.encryptionTimer = nil
+        connection.securityManagerStorage?.linkClosed()
+        finishSecurity(connection, .failure(.disconnected))
+    }
+
+    // MARK: Bonds
+
+    /// The key to encrypt with as central on a link to this peer.
+    func bondKey(for connection: DeviceConnection) -> SMPLongTermKey? {
+        bond(for: connection.peer)?.centralLTK
+    }
+
+    func bond(for peer: LEAddress) -> DeviceBond? {
+        bonds.bond(for: peer)
+    }
+
+    /// Removes what is known of `peer` (its keys, and its subscriptions here).
+    @discardableResult
+    public func removeBond(for peer: LEAddress) -> Bool {
+        assertOnLoop()
+        return bonds.removeBond(for: peer)
+    }
+}
+
+extension HostDevice: SecurityManagerDelegate {
+    public func securityManager(_ manager: SecurityManager, startEncryptionWith key: SMPLongTermKey) {
+        guard let connection = connection(of: manager) else { return }
+        connection.encryptingWith = (key.securityLevel, key.keySize)
+        host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weak manager] result in
+            if case .failure = result { manager?.encryptionChanged(status: .unspecifiedError, enabled: false) }
+        }
+    }
+
+    public func securityManager(_ manager: SecurityManager, didFinishPairing result: Result<PairingOutcome, SMPError>) {
+        guard let connection = connection(of: manager) else { return }
+        switch result {
+        case .success(let outcome):
+            pairingFailures[connection.peer] = nil
+            connection.security.level = outcome.linkKeySecurity
+            connection.security.keySize = outcome.keySize
+            connection.le.l2cap.securityLevel = outcome.linkKeySecurity
+            if let identity = outcome.peerIdentityAddress { connection.security.peerIdentity = identity }
+            if outcome.bonded {
+                if bonds.save(outcome, peer: connection.peer) {
+                    connection.security.isBonded = true
+                    connection.serverConnection.hasEncryptionKey = true
+                }
+            }
+            log?("paired with \(connection.peer) (\(outcome.method), \(outcome.bonded ? "bonded" : "not bonded"))")
+            finishSecurity(connection, .success(()))
+        case .failure(let error):
+            if case .disconnected = error {} else { notePairingFailure(connection.peer) }
+            log?("pairing with \(connection.peer) failed: \(error)")
+            finishSecurity(connection, .failure(.pairingFailed(error)))
+        }
+    }
+
+    public func securityManager(_ manager: SecurityManager, didReceiveSecurityRequest requirements: SMPAuthRequirements) {
+        guard let connection = connection(of: manager), connection.securityWaiters.isEmpty else { return }
+        let wanted: LESecurityLevel = requirements.contains(.mitm) ? .authenticatedEncryption : .unauthenticatedEncryption
+        secure(connection, level: wanted) { [weak self] result in
+            if case .failure(let error) = result { self?.log?("the peripheral's Security Request: \(error)") }
+        }
+    }
+
+    public func securityManagerShouldAllowPairing(_ manager: SecurityManager) -> Bool {
+        guard let connection = connection(of: manager), let failure = pairingFailures[connection.peer] else { return true }
+        return loop.now >= failure.retryAfter
+    }
+
+    private func connection(of manager: SecurityManager) -> DeviceConnection? {
+        connections.values.first { $0.securityManagerStorage === manager }
+    }
+
+    /// Repeated Attempts (Vol 3 Part H §2.3.6): after each failed pairing, the peer waits
+    /// twice as long as before (1 s, 2 s, … up to a minute) before we pair with it again.
+    private func notePairingFailure(_ peer: LEAddress) {
+        let count = (pairingFailures[peer]?.count ?? 0) + 1
+        let wait = Duration.seconds(min(60, 1 << min(count - 1, 6)))
+        pairingFailures[peer] = PairingFailures(count: count, retryAfter: loop.now + wait)
+    }
+}
+
+/// Failed pairings with one peer, for the Repeated Attempts back-off.
+struct PairingFailures {
+    var count: Int
+    var retryAfter: LoopInstant
+}
+
+extension HostDevice {
+    /// 16 random octets, never all zero (a zero IRK would make every address "resolve").
+    static func randomIRK() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        while true {
+            let irk = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            if irk.contains(where: { $0 != 0 }) { return irk }
+        }
+    }
+}
