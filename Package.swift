@@ -84,6 +84,7 @@ let package = Package(
         // a daemon carries between processes. API objects are made only above it.
         .target(name: "RoleServices", dependencies: [
             "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
+            "SMP",
         ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
@@ -98,7 +99,7 @@ let package = Package(
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
         .target(name: "CoreBluetooth", dependencies: [
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
-            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP",
+            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP",
         ]),
 
         // cbtool's commands (demo, scan, explore, read/write/subscribe, simulate, radio, and the

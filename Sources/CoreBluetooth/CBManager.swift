@@ -3,6 +3,7 @@ import Foundation
 import HCITransport
 import HostDevice
 import HostStack
+import SMP
 import Scheduling
 
 /// What both managers share: the state of the local Bluetooth device.
@@ -13,6 +14,7 @@ import Scheduling
 open class CBManager: NSObject, @unchecked Sendable {
     private var stateStorage: CBManagerState = .unknown
     private var unavailableReasonStorage: String?
+    private var pairingAgentStorage: (any CBPairingAgent)?
 
     /// The state of the device; `.unknown` until the first state callback.
     open var state: CBManagerState { synchronized { stateStorage } }
@@ -59,6 +61,23 @@ open class CBManager: NSObject, @unchecked Sendable {
 
     /// The subclass's role service on the device (a `let`, so that `deinit` may read it).
     var deviceClient: (any HostDeviceClient)? { nil }
+
+    /// **Linux extension.** Answers pairing questions on this manager's connections (on its
+    /// delegate queue). Nil (the default): ``CBPairing/defaultAgent``, and without one every
+    /// pairing is Just Works and accepted. On iOS the system asks the user instead.
+    public var linuxPairingAgent: (any CBPairingAgent)? {
+        get { synchronized { pairingAgentStorage } }
+        set {
+            synchronized { pairingAgentStorage = newValue }
+            let agent = newValue.map {
+                ManagerPairingAgent(agent: $0, callbacks: callbacks, identifiers: device?.identifiers ?? .persistent)
+            }
+            installPairingAgent(agent)
+        }
+    }
+
+    /// The subclass gives its role service the agent.
+    func installPairingAgent(_ agent: (any PairingAgent)?) {}
 
     // MARK: For the subclasses
 

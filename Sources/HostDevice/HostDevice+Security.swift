@@ -67,8 +67,20 @@ final class ConnectionPairingAgent: PairingAgent, @unchecked Sendable {
 
     var ioCapability: SMPIOCapability { agent.ioCapability }
 
+    /// While a person answers, a virtual clock must not leap over the wait (it would time the
+    /// pairing out in an instant): the clock is held until the reply.
     func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
-        agent.prompt(prompt, peer: peer, reply: reply)
+        guard let loop = device?.loop else { return agent.prompt(prompt, peer: peer, reply: reply) }
+        loop.holdClock()
+        let once = Locked(false)
+        agent.prompt(prompt, peer: peer) { answer in
+            guard once.withLock({ done in
+                defer { done = true }
+                return !done
+            }) else { return }
+            loop.releaseClock()
+            reply(answer)
+        }
     }
 }
 

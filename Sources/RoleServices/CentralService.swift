@@ -5,6 +5,7 @@ import HCIDriver
 import HCITransport
 import HostDevice
 import HostStack
+import SMP
 import Scheduling
 
 /// What a scan asks for: `scanForPeripherals(withServices:options:)` in host-stack terms.
@@ -64,6 +65,13 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
     public weak var events: CentralServiceEvents?
     /// Logs what the service drops or refuses; nil logs nothing.
     public var log: (@Sendable (String) -> Void)?
+    /// Answers pairing prompts on this client's connections; nil leaves them to the device's
+    /// agent. Settable from any thread (the API sets it; the device reads it on its loop).
+    public var pairingAgent: (any PairingAgent)? {
+        get { pairingAgentStorage.withLock { $0 } }
+        set { pairingAgentStorage.withLock { $0 = newValue } }
+    }
+    private let pairingAgentStorage = Locked<(any PairingAgent)?>(nil)
     /// The device while it is on.
     public private(set) var device: HostDevice?
 

@@ -8,6 +8,7 @@ import HCIDriver
 import HCITransport
 import HostDevice
 import HostStack
+import SMP
 import Scheduling
 import Synchronization
 
@@ -110,6 +111,13 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
     @exclusivity(unchecked) public weak var events: PeripheralServiceEvents?
     /// Logs what the service drops or refuses; nil logs nothing.
     @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// Answers pairing prompts on this client's connections; nil leaves them to the device's
+    /// agent. Settable from any thread (the API sets it; the device reads it on its loop).
+    public var pairingAgent: (any PairingAgent)? {
+        get { pairingAgentStorage.withLock { $0 } }
+        set { pairingAgentStorage.withLock { $0 = newValue } }
+    }
+    private let pairingAgentStorage = Locked<(any PairingAgent)?>(nil)
 
     // MARK: Shared with the app's threads
 

@@ -5,6 +5,7 @@ import HCI
 import HostDevice
 import HostStack
 import RoleServices
+import SMP
 
 /// Options for `registerForConnectionEvents(options:)`.
 public struct CBConnectionEventMatchingOption: Hashable, RawRepresentable, Sendable {
@@ -102,6 +103,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     // MARK: - Device life
 
     override var deviceClient: (any HostDeviceClient)? { service }
+
+    override func installPairingAgent(_ agent: (any PairingAgent)?) { service.pairingAgent = agent }
 
     override func deviceDidStart(_ hostDevice: HostDevice) {
         service.deviceDidStart(hostDevice)

@@ -5,6 +5,7 @@ import Foundation
 import HostDevice
 import HostStack
 import RoleServices
+import SMP
 
 /// The local device as a peripheral: publishes a GATT database, advertises, answers centrals.
 open class CBPeripheralManager: CBManager, @unchecked Sendable {
@@ -48,6 +49,8 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     }
 
     override var deviceClient: (any HostDeviceClient)? { service }
+
+    override func installPairingAgent(_ agent: (any PairingAgent)?) { service.pairingAgent = agent }
 
     override func deviceDidStart(_ hostDevice: HostDevice) {
         service.deviceDidStart(hostDevice)

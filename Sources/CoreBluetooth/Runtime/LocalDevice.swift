@@ -174,6 +174,7 @@ final class LocalDevice: @unchecked Sendable {
             }
         }
         let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current, log: StackLog.sink)
+        device.pairingAgent = ProcessPairingAgent()
         hostDevice = device
         device.start { [self] result in
             switch result {
