@@ -281,7 +281,7 @@ extension VirtualController {
         guard let advertiser = heard(advA) else { return }
         // InitA: the local RPA for the advertiser's entry, when it has one (Vol 6 Part B §6.4).
         let own = ownAddress(c.ownAddressType, toward: advertiser.entry) ?? fallback
-        if let target, !isAddressedToUs(target, own: own) { return }
+        if let target, !isAddressedToUs(target, own: own) && target.address != fallback.address { return }
         switch c.initiatorFilterPolicy {
         case .peerAddress:
             guard matches(advertiser, peerType: c.peerAddressType, peerAddress: c.peerAddress) else { return }

@@ -447,7 +447,7 @@ extension VirtualController {
               p.mode == .connectable, let advertiser, let fallback = ownAddress(c.ownAddressType) else { return false }
         let advA = advertiser.onAir
         let own = ownAddress(c.ownAddressType, toward: advertiser.entry) ?? fallback
-        if let target = p.targetA, !isAddressedToUs(target, own: own) { return false }
+        if let target = p.targetA, !isAddressedToUs(target, own: own) && target.address != fallback.address { return false }
         switch c.initiatorFilterPolicy {
         case .peerAddress:
             guard matches(advertiser, peerType: c.peerAddressType, peerAddress: c.peerAddress) else { return false }
