@@ -23,18 +23,6 @@ public struct SMPLocalOOBData: Sendable {
     public var peerData: PairingOOBData { PairingOOBData(peerConfirm: confirm, peerRandom: random) }
 }
 
-extension SMPPDU {
-    /// Encryption, Central Identification, Identity, Identity Address or Signing Information.
-    var isKeyDistribution: Bool {
-        switch code {
-        case .encryptionInformation, .centralIdentification, .identityInformation, .identityAddressInformation,
-            .signingInformation:
-            true
-        default: false
-        }
-    }
-}
-
 func reversed(_ bytes: [UInt8]) -> [UInt8] { Array(bytes.reversed()) }
 
 /// Octets from the system's cryptographically secure generator.

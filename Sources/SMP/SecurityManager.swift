@@ -103,14 +103,10 @@ public final class SecurityManager: @unchecked Sendable {
             }
             restartTimer()
         default:
-            guard let session else { return fail(.unspecifiedReason) }
-            if session.stage == .encrypting, role == .central, pdu.isKeyDistribution, session.earlyKeys.count < 5 {
-                // The peripheral's keys can overtake our Encryption Change event; they are
-                // used only once encryption is reported on.
-                session.earlyKeys.append(pdu)
-                return
-            }
-            guard session.expecting == pdu.code else { return fail(.unspecifiedReason) }
+            // Keys are taken only once the link is reported encrypted: a key PDU before that
+            // may have come over the air in the clear (the host hands us Encryption Change
+            // before the SMP data received after it, in HCI's order).
+            guard let session, session.expecting == pdu.code else { return fail(.unspecifiedReason) }
             session.expecting = nil
             restartTimer()
             handle(pdu, session)
@@ -118,6 +114,11 @@ public final class SecurityManager: @unchecked Sendable {
     }
 
     /// Starts pairing: as central a Pairing Request, as peripheral a Security Request.
+    ///
+    /// The delegate hears `didFinishPairing` once for the pairing, except in one case: a
+    /// peripheral whose Security Request the central answers by encrypting the link with a
+    /// bond's key (reported through `encryptionChanged`) stops waiting without a callback, as
+    /// no pairing took place. After the SMP timeout or link loss this fails at once.
     public func pair() {
         loop.assertConfined("SecurityManager.pair")
         switch link {
@@ -146,7 +147,15 @@ public final class SecurityManager: @unchecked Sendable {
     /// The link's encryption changed (Encryption Change or Key Refresh Complete).
     public func encryptionChanged(status: HCIStatus, enabled: Bool) {
         loop.assertConfined("SecurityManager.encryptionChanged")
-        guard link == .open, let session, session.stage == .encrypting else { return }
+        guard link == .open, let session else { return }
+        if session.stage == .securityRequested && status.isSuccess && enabled {
+            // The central answered our Security Request with a bond's key: no pairing.
+            log?("SMP: encrypted with an existing key, no pairing")
+            self.session = nil
+            stopTimer()
+            return
+        }
+        guard session.stage == .encrypting else { return }
         guard status.isSuccess else {
             log?("SMP: encryption failed")
             return end(.failure(.encryptionFailed(status)))
@@ -786,14 +795,6 @@ public final class SecurityManager: @unchecked Sendable {
         if role == .peripheral { sendLocalKeys(session) }
         guard self.session === session else { return }
         keysProgressed(session)
-        let early = session.earlyKeys
-        session.earlyKeys = []
-        for pdu in early {
-            guard self.session === session else { return }
-            guard session.expecting == pdu.code else { return fail(.unspecifiedReason) }
-            session.expecting = nil
-            keyReceived(pdu, session)
-        }
     }
 
     private func keysProgressed(_ session: PairingSession) {
@@ -991,7 +992,6 @@ final class PairingSession {
 
     /// The STK or LTK the link is encrypted with, as HCI carries it.
     var linkKey: SMPLongTermKey?
-    var earlyKeys: [SMPPDU] = []
     var pendingKeys: [SMPCommandCode] = []
     var peerLTK: [UInt8] = []
     var outcome: PairingOutcome?

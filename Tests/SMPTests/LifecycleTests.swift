@@ -165,6 +165,24 @@ struct SecurityRequestTests {
         #expect(link.centralRecorder.results.isEmpty)
     }
 
+    @Test func aSecurityRequestAnsweredWithABondsKeyEndsQuietly() {
+        let link = PairedLink()
+        link.centralRecorder.onSecurityRequest = { _ in
+            // The host has a bond: it encrypts instead of pairing.
+            link.peripheral.encryptionChanged(status: .success, enabled: true)
+            link.central.encryptionChanged(status: .success, enabled: true)
+        }
+        link.peripheral.pair()
+        link.loop.run(for: .seconds(1))
+        #expect(!link.peripheral.isPairing)
+        link.loop.run(for: .seconds(60))
+        #expect(link.peripheralRecorder.results.isEmpty && link.centralRecorder.results.isEmpty)
+        // SMP still works on the link: no timeout happened.
+        link.central.pair()
+        #expect(link.run())
+        #expect(link.centralRecorder.outcome != nil && link.peripheralRecorder.outcome != nil)
+    }
+
     @Test func securityRequestDuringPairingIsIgnored() {
         let s = LoneSession(role: .central)
         s.manager.pair()
