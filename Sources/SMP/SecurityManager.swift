@@ -65,6 +65,10 @@ public final class SecurityManager: @unchecked Sendable {
     }
 
     /// An SMP PDU from the peer.
+    ///
+    /// Keep HCI's order between this and `encryptionChanged`: the peer's distributed keys are
+    /// taken only after the session heard that the link is encrypted, and refused (Pairing
+    /// Failed, Unspecified Reason) before.
     public func receive(_ sdu: [UInt8]) {
         loop.assertConfined("SecurityManager.receive")
         guard link == .open else { return }
