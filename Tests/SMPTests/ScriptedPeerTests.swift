@@ -126,6 +126,40 @@ struct ScriptedPeerTests {
         #expect(outcome.linkKeySecurity == .unauthenticatedEncryption)
     }
 
+    /// LE Secure Connections OOB, we are the peripheral and the central holds our OOB data
+    /// (not we its): our key is the one the OOB confirm commits to; Ea carries our r as rb,
+    /// Eb carries ra = 0.
+    @Test func secureConnectionsOutOfBandAsPeripheral() throws {
+        let s = LoneSession(role: .peripheral)
+        let oob = SMPLocalOOBData()
+        s.manager.localOutOfBandData = oob
+        let ours = LECrypto.P256KeyPair()
+        let preq = SMPPDU.pairingRequest(.peer(oob: true)).encode()
+        s.receive(preq)
+        let pres = try #require(s.takeSent().first).encode()
+        #expect(pres[2] == 0)  // we hold no OOB data of the central
+        s.receive(.pairingPublicKey(ours.publicKey.smpEncoding))
+        let sent = s.takeSent()
+        guard case .pairingPublicKey(let encoding) = sent.first, sent.count == 1 else { throw Failure() }
+        let peerKey = try LECrypto.P256PublicKey(smpEncoding: encoding)
+        let rb = rev(oob.random)
+        #expect(rev(oob.confirm) == LECrypto.f4(u: peerKey.x, v: peerKey.x, x: rb, z: 0))
+        #expect(s.agent.prompts.isEmpty)
+        let na = random16()
+        s.receive(.pairingRandom(rev(na)))
+        let nb = value(s.takeSent().first)
+        let keys = LECrypto.f5(w: ours.dhKey(with: peerKey), n1: na, n2: nb, a1: field(centralAddress),
+                               a2: field(peripheralAddress))
+        let ea = LECrypto.f6(w: keys.macKey, n1: na, n2: nb, r: rb, ioCap: ioCap(preq), a1: field(centralAddress),
+                             a2: field(peripheralAddress))
+        let eb = LECrypto.f6(w: keys.macKey, n1: nb, n2: na, r: [UInt8](repeating: 0, count: 16), ioCap: ioCap(pres),
+                             a1: field(peripheralAddress), a2: field(centralAddress))
+        s.receive(.pairingDHKeyCheck(rev(ea)))
+        #expect(value(s.takeSent().first) == eb)
+        #expect(s.manager.longTermKeyRequest(rand: 0, ediv: 0) == rev(keys.ltk))
+        #expect(s.manager.localOutOfBandData == nil)  // used once
+    }
+
     /// LE Secure Connections passkey entry, we are the central typing 0x5A5A5 (alternating
     /// bits): 20 rounds of f4 with 0x80 | bit i, then f6 with the passkey as r.
     @Test func secureConnectionsPasskeyAsCentral() throws {
