@@ -45,6 +45,9 @@ let package = Package(
         ]),
         // The Security Manager (Vol 3 Part H): SMP PDUs and per-link pairing sessions in both roles.
         .target(name: "SMP", dependencies: ["ByteCoding", "HCI", "Scheduling", "LECrypto"]),
+        // The Security Manager's bond store: keys and per-client GATT state per peer identity, one
+        // JSON file per controller identity, written atomically off the caller's thread.
+        .target(name: "Bonding", dependencies: ["HCI", "SMP", "LECrypto", "Scheduling"]),
         // HCI packets (Vol 4 Part E): commands, events, ACL; one encoder and one decoder each.
         .target(name: "HCI", dependencies: ["ByteCoding"]),
         // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
