@@ -282,6 +282,8 @@ public final class BondStore: @unchecked Sendable {
         var controllerIdentity: CodedAddress
         var localIRK: String?
         var bonds: [Bond]
+
+        struct Version: Decodable { var version: Int }
     }
 
     /// Under the lock: queues a write unless one is queued that has not yet taken its
@@ -317,10 +319,12 @@ public final class BondStore: @unchecked Sendable {
         let file: StoreFile
         do {
             let data = try Data(contentsOf: fileURL)
-            file = try JSONDecoder().decode(StoreFile.self, from: data)
-            guard file.version == StoreFile.currentVersion else {
-                return moveAside(reason: "format version \(file.version), this build reads \(StoreFile.currentVersion)")
+            // The version first: a later format may not decode as this one.
+            let version = try JSONDecoder().decode(StoreFile.Version.self, from: data).version
+            guard version == StoreFile.currentVersion else {
+                return moveAside(reason: "format version \(version), this build reads \(StoreFile.currentVersion)")
             }
+            file = try JSONDecoder().decode(StoreFile.self, from: data)
             guard try file.controllerIdentity.decoded(codingPath: []) == controllerIdentity else {
                 return moveAside(reason: "it is another controller's")
             }

@@ -213,20 +213,24 @@ struct BondStoreTests {
         store.flush()
         let good = try Data(contentsOf: store.fileURL)
 
-        let damages: [Data] = [
-            good.prefix(good.count / 2),  // a torn write, as a non-atomic writer would leave
-            Data(),
-            Data("{\"version\": 1}".utf8),
-            Data(String(decoding: good, as: UTF8.self).replacingOccurrences(of: "\"version\" : 1", with: "\"version\" : 2").utf8),
-            Data([0xFF, 0xFE, 0x00]),
+        let laterVersion = String(decoding: good, as: UTF8.self)
+            .replacingOccurrences(of: "\"version\" : 1", with: "\"version\" : 2")
+        // Each damage, and what the log says it is.
+        let damages: [(Data, String)] = [
+            (good.prefix(good.count / 2), "not a bond store"),  // a torn write, as a non-atomic writer leaves
+            (Data(), "not a bond store"),
+            (Data("{\"version\": 1}".utf8), "not a bond store"),
+            (Data(laterVersion.utf8), "format version 2"),
+            (Data([0xFF, 0xFE, 0x00]), "not a bond store"),
         ]
-        for damaged in damages {
+        for (damaged, reason) in damages {
             try damaged.write(to: store.fileURL)
             let log = LogLines()
             let reopened = try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, log: log.sink)
             #expect(reopened.bonds.isEmpty)
             #expect(log.lines.count == 1)
             #expect(log.lines.first?.contains("moved it to") == true, "\(log.lines)")
+            #expect(log.lines.first?.contains(reason) == true, "\(log.lines)")
             // Never a key in the log, even from a file full of them.
             for key in [bond.peerIRK!, bond.peerCSRK!, bond.localCSRK!, bond.centralLTK!.key] {
                 #expect(!log.lines.joined().lowercased().contains(hex(key)))
