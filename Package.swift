@@ -45,6 +45,12 @@ let package = Package(
         ]),
         // The Security Manager (Vol 3 Part H): SMP PDUs and per-link pairing sessions in both roles.
         .target(name: "SMP", dependencies: ["ByteCoding", "HCI", "Scheduling", "LECrypto"]),
+        // The Security Manager's bond store: keys and per-client GATT state per peer identity, one
+        // JSON file per controller identity, written atomically off the caller's thread.
+        .target(name: "Bonding", dependencies: ["HCI", "SMP", "LECrypto", "Scheduling"]),
+        // A child process for BondingTests' kill -9 test: rewrites a bond store until killed. Not
+        // part of any product.
+        .executableTarget(name: "BondStoreStressWriter", dependencies: ["Bonding", "HCI", "SMP"]),
         // HCI packets (Vol 4 Part E): commands, events, ACL; one encoder and one decoder each.
         .target(name: "HCI", dependencies: ["ByteCoding"]),
         // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
@@ -119,6 +125,8 @@ let package = Package(
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
         .testTarget(name: "SMPTests", dependencies: ["SMP", "LECrypto", "HCI", "ByteCoding", "Scheduling"]),
+        // Runs BondStoreStressWriter (built beside the tests) as a separate process to kill.
+        .testTarget(name: "BondingTests", dependencies: ["Bonding", "SMP", "HCI", "LECrypto"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "HCITesting", "TestTools",
@@ -159,8 +167,9 @@ let package = Package(
         // The example apps end to end, both sides on a virtual radio.
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "CoreBluetooth"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
+        // LECrypto to check the resolvable private addresses the controller makes.
         .testTarget(name: "VirtualControllerTests", dependencies: [
-            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting", "TestTools",
+            "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting", "TestTools", "LECrypto",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -251,6 +251,41 @@ public final class GATTServer: @unchecked Sendable {
         reportHandedOver()
     }
 
+    /// Gives a bonded client back the subscriptions it had (Vol 3 Part G §3.3.3.3: a CCCD's
+    /// value persists across connections for bonded devices), as if it had written them:
+    /// each change is reported through `onSubscriptionChange`. Handles that are no longer a
+    /// characteristic's with such a descriptor, and bits it does not allow, are skipped.
+    public func restoreClientConfigurations(_ configurations: [ATTHandle: GATTClientConfiguration],
+                                            for connection: any GATTServerConnection) {
+        let state = state(for: connection)
+        for (valueHandle, configuration) in configurations.sorted(by: { $0.key < $1.key }) where !configuration.isEmpty {
+            guard let allowed = allowedConfiguration(ofCharacteristic: valueHandle), allowed.isSuperset(of: configuration) else {
+                continue
+            }
+            let old = state.clientConfigurations[valueHandle] ?? []
+            guard old != configuration else { continue }
+            state.clientConfigurations[valueHandle] = configuration
+            onSubscriptionChange?(connection, valueHandle, old, configuration)
+        }
+    }
+
+    /// The bits the CCCD of the characteristic whose value has `valueHandle` allows; nil when
+    /// it has none.
+    private func allowedConfiguration(ofCharacteristic valueHandle: ATTHandle) -> GATTClientConfiguration? {
+        var handle = valueHandle
+        while let next = handle.next, let attribute = database[next] {
+            if case .clientConfiguration(let characteristicValue, let allowed) = attribute.content {
+                return characteristicValue == valueHandle ? allowed : nil
+            }
+            // The next declaration (characteristic, service, include) ends the characteristic.
+            if Self.declarationTypes.contains(attribute.type) { return nil }
+            handle = next
+        }
+        return nil
+    }
+
+    private static let declarationTypes: [BluetoothUUID] = [.primaryService, .secondaryService, .include, .characteristic]
+
     /// What `connection` asked for the characteristic whose value has `valueHandle`.
     public func clientConfiguration(ofCharacteristic valueHandle: ATTHandle, for connection: any GATTServerConnection)
         -> GATTClientConfiguration

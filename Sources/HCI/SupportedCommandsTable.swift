@@ -56,6 +56,8 @@ public enum SupportedCommandsTable {
             (0x2028, 34, 4),  // LE Remove Device From Resolving List
             (0x2029, 34, 5),  // LE Clear Resolving List
             (0x202A, 34, 6),  // LE Read Resolving List Size
+            (0x202B, 34, 7),  // LE Read Peer Resolvable Address
+            (0x202C, 35, 0),  // LE Read Local Resolvable Address
             (0x202D, 35, 1),  // LE Set Address Resolution Enable
             (0x202E, 35, 2),  // LE Set Resolvable Private Address Timeout
             (0x202F, 35, 3),  // LE Read Maximum Data Length
@@ -74,6 +76,7 @@ public enum SupportedCommandsTable {
             (0x2041, 37, 5),  // LE Set Extended Scan Parameters
             (0x2042, 37, 6),  // LE Set Extended Scan Enable
             (0x2043, 37, 7),  // LE Extended Create Connection
+            (0x204E, 39, 2),  // LE Set Privacy Mode
             (0x2060, 41, 5),  // LE Read Buffer Size [v2]
         ]
         var positions: [UInt16: Position] = [:]

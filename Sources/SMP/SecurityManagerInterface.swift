@@ -265,6 +265,9 @@ public struct SMPConfiguration: Sendable, Hashable {
     public var requireMITM = false
     /// Refuse legacy pairing (Secure Connections Only mode).
     public var secureConnectionsOnly = false
+    /// Offer LE Secure Connections (the SC bit of AuthReq). Off makes every pairing legacy:
+    /// for tests and for checking a peer's legacy pairing, never for production use.
+    public var supportsSecureConnections = true
     /// The smallest encryption key size accepted (7–16); 16 by default against key-size
     /// downgrades.
     public var minimumKeySize = 16

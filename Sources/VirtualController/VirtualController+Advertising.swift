@@ -13,6 +13,8 @@ struct AdvertisingState {
     /// High duty cycle directed advertising stops after 1.28 s (Vol 6 Part B §4.4.2.4.3).
     var directedDeadline: LoopInstant?
     var ownAddress: LEAddress?
+    /// TargetA of directed advertising: the peer's identity, or an RPA made from its IRK.
+    var targetAddress: LEAddress?
 }
 
 struct ScanningState {
@@ -61,7 +63,9 @@ extension VirtualController {
         }
         if advertising.enabled { return commandComplete(opcode, status: .success) }
         let p = advertising.parameters
-        guard let own = ownAddress(p.ownAddressType) else {
+        // Own_Address_Type 0x02/0x03: Peer_Address finds the local IRK, directed or not (§7.8.5).
+        refreshLegacyAdvertisingAddresses()
+        guard let own = advertising.ownAddress else {
             return commandComplete(opcode, status: .invalidHCICommandParameters)
         }
         let connectable = p.advertisingType == .advInd || p.advertisingType == .advDirectIndHighDuty
@@ -97,7 +101,8 @@ extension VirtualController {
                                    interval: 0, latency: 0, timeout: 0)
             return
         }
-        radio.transmit(Self.legacyAdvertisingPDU(p.advertisingType, own: own, peer: peer, data: advertising.data), from: radioID)
+        radio.transmit(Self.legacyAdvertisingPDU(p.advertisingType, own: own, peer: advertising.targetAddress ?? peer,
+                                                 data: advertising.data), from: radioID)
         // advInterval plus the 0–10 ms advDelay (Vol 6 Part B §4.4.2.2.1).
         let next: Duration = p.advertisingType == .advDirectIndHighDuty
             ? .microseconds(3750)
@@ -111,26 +116,27 @@ extension VirtualController {
         let p = advertising.parameters
         switch pdu {
         case .scanReq(let scanA, _):
-            guard p.advertisingType == .advInd || p.advertisingType == .advScanInd else { return }
+            guard p.advertisingType == .advInd || p.advertisingType == .advScanInd, let scanner = heard(scanA) else { return }
             if p.advertisingFilterPolicy == .filterScanRequests || p.advertisingFilterPolicy == .filterBoth {
-                guard isInFilterAcceptList(scanA) else { return }
+                guard isInFilterAcceptList(scanner) else { return }
             }
             radio.transmit(.scanRsp(advA: own, data: advertising.scanResponseData), from: radioID, to: sender)
         case .connectInd(let initA, _, let ll):
             guard isValid(ll) else { log?("ignoring CONNECT_IND with invalid LLData \(ll)"); return }
+            guard let initiator = heard(initA) else { return }
             switch p.advertisingType {
             case .advInd:
                 if p.advertisingFilterPolicy == .filterConnectionRequests || p.advertisingFilterPolicy == .filterBoth {
-                    guard isInFilterAcceptList(initA) else { return }
+                    guard isInFilterAcceptList(initiator) else { return }
                 }
             case .advDirectIndHighDuty, .advDirectIndLowDuty:
-                guard initA.address == p.peerAddress && initA.isRandom == (p.peerAddressType == .randomDevice) else { return }
+                guard matches(initiator, peerType: p.peerAddressType, peerAddress: p.peerAddress) else { return }
             case .advScanInd, .advNonconnInd:
                 return
             }
-            guard connection(to: initA) == nil else { return }
+            guard connection(to: initiator.reported) == nil else { return }
             stopAdvertising()
-            acceptConnection(from: initA, peerDevice: sender, llData: ll)
+            acceptConnection(from: initiator, peerDevice: sender, llData: ll, localRPA: generatedLocalRPA(own))
         default:
             break
         }
@@ -189,18 +195,20 @@ extension VirtualController {
         case .advNonconnInd(_, let d): eventType = .advNonconnInd; data = d
         case .advScanInd(_, let d): eventType = .advScanInd; data = d
         case .advDirectInd(_, let target):
-            guard target.address == own.address else { return }
+            guard isAddressedToUs(target, own: own) else { return }
             eventType = .advDirectInd
         case .scanRsp(_, let d): eventType = .scanRsp; data = d
         case .scanReq, .connectInd: return
         }
         // Scan responses answer our own request; everything else needs the receiver on.
         if eventType != .scanRsp && !scanWindowOpen { return }
-        let advertiser = pdu.advA
+        guard let heard = heard(pdu.advA) else { return }
         let policy = scanning.parameters.scanningFilterPolicy
         if policy == .basicFiltered || policy == .extendedFiltered {
-            guard isInFilterAcceptList(advertiser) else { return }
+            guard isInFilterAcceptList(heard) else { return }
         }
+        // A resolved advertiser is reported, and filtered as a duplicate, by its identity.
+        let advertiser = heard.reported
         let key = ScanningState.DuplicateKey(address: advertiser, eventType: eventType.rawValue)
         let duplicate = scanning.filterDuplicates && scanning.reported.contains(key)
         if !duplicate {
@@ -213,7 +221,9 @@ extension VirtualController {
         if scanning.parameters.leScanType == .active && (eventType == .advInd || eventType == .advScanInd) {
             let rspKey = ScanningState.DuplicateKey(address: advertiser, eventType: LegacyAdvertisingEventType.scanRsp.rawValue)
             if !(scanning.filterDuplicates && scanning.reported.contains(rspKey)) {
-                radio.transmit(.scanReq(scanA: own, advA: advertiser), from: radioID, to: sender)
+                // ScanA: the local RPA for a listed advertiser (Vol 6 Part B §6.3).
+                let scanA = privateOwnAddress(scanning.parameters.ownAddressType, toward: heard.entry) ?? own
+                radio.transmit(.scanReq(scanA: scanA, advA: heard.onAir), from: radioID, to: sender)
             }
         }
     }
@@ -260,29 +270,32 @@ extension VirtualController {
     }
 
     func initiatorReceived(_ pdu: AdvertisingPDU, from sender: RadioDeviceID) {
-        guard let c = initiating, let own = ownAddress(c.ownAddressType) else { return }
-        let advertiser: LEAddress
+        guard let c = initiating, let fallback = ownAddress(c.ownAddressType) else { return }
+        let advA: LEAddress
+        var target: LEAddress?
         switch pdu {
-        case .advInd(let a, _): advertiser = a
-        case .advDirectInd(let a, let target):
-            guard target.address == own.address else { return }
-            advertiser = a
+        case .advInd(let a, _): advA = a
+        case .advDirectInd(let a, let t): advA = a; target = t
         default: return
         }
+        guard let advertiser = heard(advA) else { return }
+        // InitA: the local RPA for the advertiser's entry, when it has one (Vol 6 Part B §6.4).
+        let own = ownAddress(c.ownAddressType, toward: advertiser.entry) ?? fallback
+        if let target, !isAddressedToUs(target, own: own) && target.address != fallback.address { return }
         switch c.initiatorFilterPolicy {
         case .peerAddress:
-            guard advertiser.address == c.peerAddress,
-                  advertiser.isRandom == (c.peerAddressType == .randomDevice || c.peerAddressType == .randomIdentity) else { return }
+            guard matches(advertiser, peerType: c.peerAddressType, peerAddress: c.peerAddress) else { return }
         case .filterAcceptList:
             guard isInFilterAcceptList(advertiser) else { return }
         }
-        guard connection(to: advertiser) == nil else { return }
+        guard connection(to: advertiser.reported) == nil else { return }
         initiating = nil
         let ll = ConnectLLData(accessAddress: radio.newAccessAddress(), interval: c.connectionIntervalMin,
                                latency: c.maxLatency, timeout: c.supervisionTimeout)
-        radio.transmit(.connectInd(initA: own, advA: advertiser, llData: ll), from: radioID, to: sender)
+        radio.transmit(.connectInd(initA: own, advA: advA, llData: ll), from: radioID, to: sender)
         radio.openLink(ll.accessAddress, between: radioID, and: sender)
-        establishConnection(role: .central, peer: advertiser, peerDevice: sender, llData: ll)
+        establishConnection(role: .central, peer: advertiser.reported, peerDevice: sender, llData: ll,
+                            localRPA: generatedLocalRPA(own), peerRPA: advertiser.rpa)
     }
 
     // MARK: Radio callbacks
@@ -303,23 +316,29 @@ extension VirtualController {
     }
 
     /// `advertisingHandle`: the advertising set a peripheral's connection came from (v2 only).
+    /// `localRPA` and `peerRPA`: the resolvable private addresses the connection was made with,
+    /// reported by the enhanced events (zero when none).
     func sendConnectionComplete(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
-                                interval: UInt16, latency: UInt16, timeout: UInt16, advertisingHandle: UInt8 = 0xFF) {
+                                interval: UInt16, latency: UInt16, timeout: UInt16, advertisingHandle: UInt8 = 0xFF,
+                                localRPA: BluetoothAddress? = nil, peerRPA: BluetoothAddress? = nil) {
         if isLEEventEnabled(LEEnhancedConnectionCompleteV2.subeventCode) {
             sendLEEvent(LEEnhancedConnectionCompleteV2(
                 status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,
-                peerAddress: peer.address, localResolvablePrivateAddress: .zero, peerResolvablePrivateAddress: .zero,
+                peerAddress: peer.address, localResolvablePrivateAddress: localRPA ?? .zero,
+                peerResolvablePrivateAddress: peerRPA ?? .zero,
                 connectionInterval: interval, peripheralLatency: latency, supervisionTimeout: timeout,
                 centralClockAccuracy: 0, advertisingHandle: advertisingHandle, syncHandle: 0xFFFF))
         } else if isLEEventEnabled(LEEnhancedConnectionComplete.subeventCode) {
             sendLEEvent(LEEnhancedConnectionComplete(
                 status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,
-                peerAddress: peer.address, localResolvablePrivateAddress: .zero, peerResolvablePrivateAddress: .zero,
+                peerAddress: peer.address, localResolvablePrivateAddress: localRPA ?? .zero,
+                peerResolvablePrivateAddress: peerRPA ?? .zero,
                 connectionInterval: interval, peripheralLatency: latency, supervisionTimeout: timeout,
                 centralClockAccuracy: 0))
         } else {
+            // This event has no identity address types: a resolved peer is its public or random identity.
             sendLEEvent(LEConnectionComplete(
-                status: status, connectionHandle: handle, role: role, peerAddressType: peer.type,
+                status: status, connectionHandle: handle, role: role, peerAddressType: peer.isRandom ? .randomDevice : .publicDevice,
                 peerAddress: peer.address, connectionInterval: interval, peripheralLatency: latency,
                 supervisionTimeout: timeout, centralClockAccuracy: 0))
         }

@@ -32,9 +32,9 @@ extension VirtualController {
         LERemoteConnectionParameterRequestNegativeReply.opcode, LESetDataLength.opcode,
         LEReadSuggestedDefaultDataLength.opcode, LEWriteSuggestedDefaultDataLength.opcode,
         LEAddDeviceToResolvingList.opcode, LERemoveDeviceFromResolvingList.opcode, LEClearResolvingList.opcode,
-        LEReadResolvingListSize.opcode, LESetAddressResolutionEnable.opcode,
-        LESetResolvablePrivateAddressTimeout.opcode, LEReadMaximumDataLength.opcode, LEReadPHY.opcode,
-        LESetDefaultPHY.opcode, LESetPHY.opcode,
+        LEReadResolvingListSize.opcode, LEReadPeerResolvableAddress.opcode, LEReadLocalResolvableAddress.opcode,
+        LESetAddressResolutionEnable.opcode, LESetResolvablePrivateAddressTimeout.opcode, LEReadMaximumDataLength.opcode,
+        LEReadPHY.opcode, LESetDefaultPHY.opcode, LESetPHY.opcode, LESetPrivacyMode.opcode,
     ] + extendedAdvertisingOpcodes
 
     /// The LE features this controller claims: without extended advertising when configured so.
@@ -80,6 +80,7 @@ extension VirtualController {
     func handleCommand(_ packet: HCICommandPacket) {
         // Extended advertising/scanning/initiating, and the legacy-or-extended rule.
         if handleAdvertisingFamilyCommand(packet) { return }
+        if handlePrivacyCommand(packet) { return }
         switch packet.opcode {
         // Controller & baseband, informational, status.
         case Reset.opcode:
@@ -204,7 +205,7 @@ extension VirtualController {
             guard let c = decode(LEAddDeviceToResolvingList.self, packet) else { return }
             guard !addressResolutionInUse else { return commandComplete(packet.opcode, status: .commandDisallowed) }
             let peer = LEAddress(c.peerIdentityAddressType, c.peerIdentityAddress)
-            if resolvingList.contains(where: { $0.peer == peer }) {
+            if resolvingListIndex(of: peer) != nil {
                 return commandComplete(packet.opcode, status: .invalidHCICommandParameters)
             }
             guard resolvingList.count < Int(configuration.resolvingListSize) else {
@@ -216,7 +217,7 @@ extension VirtualController {
             guard let c = decode(LERemoveDeviceFromResolvingList.self, packet) else { return }
             guard !addressResolutionInUse else { return commandComplete(packet.opcode, status: .commandDisallowed) }
             let peer = LEAddress(c.peerIdentityAddressType, c.peerIdentityAddress)
-            guard let index = resolvingList.firstIndex(where: { $0.peer == peer }) else {
+            guard let index = resolvingListIndex(of: peer) else {
                 return commandComplete(packet.opcode, status: .unknownConnectionIdentifier)
             }
             resolvingList.remove(at: index)
@@ -235,7 +236,11 @@ extension VirtualController {
             guard !(advertising.enabled || scanning.enabled || initiating != nil) else {
                 return commandComplete(packet.opcode, status: .commandDisallowed)
             }
-            addressResolutionEnabled = c.addressResolutionEnable
+            // Enabling when enabled changes nothing, so the RPA timer keeps running.
+            if addressResolutionEnabled != c.addressResolutionEnable {
+                addressResolutionEnabled = c.addressResolutionEnable
+                restartRPATimer()
+            }
             commandComplete(packet.opcode, status: .success)
         case LESetResolvablePrivateAddressTimeout.opcode:
             guard let c = decode(LESetResolvablePrivateAddressTimeout.self, packet) else { return }
@@ -243,6 +248,7 @@ extension VirtualController {
                 return commandComplete(packet.opcode, status: .invalidHCICommandParameters)
             }
             rpaTimeoutSeconds = c.rpaTimeout
+            restartRPATimer()
             commandComplete(packet.opcode, status: .success)
 
         // Data length and PHY defaults.

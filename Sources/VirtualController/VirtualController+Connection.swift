@@ -15,15 +15,17 @@ extension VirtualController {
         return nextHandle
     }
 
-    /// The advertiser side: a CONNECT_IND was accepted.
-    func acceptConnection(from initiator: LEAddress, peerDevice: RadioDeviceID, llData: ConnectLLData,
-                          advertisingHandle: UInt8 = 0xFF) {
-        establishConnection(role: .peripheral, peer: initiator, peerDevice: peerDevice, llData: llData,
-                            advertisingHandle: advertisingHandle)
+    /// The advertiser side: a CONNECT_IND was accepted. `localRPA`: the advertiser's address,
+    /// when it was a local RPA from the resolving list.
+    func acceptConnection(from initiator: HeardAddress, peerDevice: RadioDeviceID, llData: ConnectLLData,
+                          advertisingHandle: UInt8 = 0xFF, localRPA: BluetoothAddress?) {
+        establishConnection(role: .peripheral, peer: initiator.reported, peerDevice: peerDevice, llData: llData,
+                            advertisingHandle: advertisingHandle, localRPA: localRPA, peerRPA: initiator.rpa)
     }
 
+    /// `peer`: the peer's identity (type 0x02/0x03) when its RPA (`peerRPA`) resolved.
     func establishConnection(role: LERole, peer: LEAddress, peerDevice: RadioDeviceID, llData: ConnectLLData,
-                             advertisingHandle: UInt8 = 0xFF) {
+                             advertisingHandle: UInt8 = 0xFF, localRPA: BluetoothAddress? = nil, peerRPA: BluetoothAddress? = nil) {
         let connection = Connection(handle: allocateHandle(), role: role, peer: peer, peerDevice: peerDevice, llData: llData)
         connection.preferredMaxTxOctets = suggestedMaxTxOctets
         connection.txPHYPreference = defaultAllPhys & 0b01 != 0 ? 0b111 : defaultTxPhys
@@ -32,7 +34,7 @@ extension VirtualController {
         handlesByAccessAddress[connection.accessAddress] = connection.handle
         sendConnectionComplete(status: .success, handle: connection.handle, role: role, peer: peer,
                                interval: llData.interval, latency: llData.latency, timeout: llData.timeout,
-                               advertisingHandle: advertisingHandle)
+                               advertisingHandle: advertisingHandle, localRPA: localRPA, peerRPA: peerRPA)
         switch role {
         case .central:
             // Without a packet from the peripheral within six intervals the connection failed to

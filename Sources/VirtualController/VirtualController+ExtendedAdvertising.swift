@@ -23,6 +23,8 @@ struct AdvertisingSet {
     var selectedTxPower: Int8 = 0
     var enabled = false
     var ownAddress: LEAddress?
+    /// TargetA of a directed set: the peer's identity, or an RPA made from its IRK.
+    var targetAddress: LEAddress?
     var duration: UInt16 = 0
     var maxEvents: UInt8 = 0
     var completedEvents = 0
@@ -225,9 +227,10 @@ extension VirtualController {
         // A connectable set must not change address under a peer that may be connecting.
         if set.enabled && set.isConnectable { return commandComplete(opcode, status: .commandDisallowed) }
         extended.sets[c.advertisingHandle]?.randomAddress = c.randomAddress
-        // An enabled non-connectable set uses it from its next advertising event.
-        if set.enabled && set.parameters.ownAddressType.isRandomOwnAddress {
-            extended.sets[c.advertisingHandle]?.ownAddress = LEAddress(.randomDevice, c.randomAddress)
+        // An enabled non-connectable set uses it from its next advertising event (unless it
+        // advertises with a local RPA).
+        if set.enabled && set.parameters.ownAddressType.isRandomOwnAddress, let updated = extended.sets[c.advertisingHandle] {
+            extended.sets[c.advertisingHandle]?.ownAddress = ownAddress(of: updated)
         }
         commandComplete(opcode, status: .success)
     }
@@ -385,9 +388,12 @@ extension VirtualController {
         return .success
     }
 
-    /// The address a set advertises with: its own random address for the random types.
+    /// The address a set advertises with: a local RPA for 0x02/0x03 when the resolving list has
+    /// one for the set's peer (§7.8.53), else its own random address for the random types.
     func ownAddress(of set: AdvertisingSet) -> LEAddress? {
-        guard set.parameters.ownAddressType.isRandomOwnAddress else { return LEAddress(.publicDevice, publicAddress) }
+        let type = set.parameters.ownAddressType
+        if let rpa = privateOwnAddress(type, toward: resolvingListIndex(of: set.peer)) { return rpa }
+        guard type.isRandomOwnAddress else { return LEAddress(.publicDevice, publicAddress) }
         return set.randomAddress.map { LEAddress(.randomDevice, $0) }
     }
 
@@ -400,6 +406,7 @@ extension VirtualController {
         set.cancelTimers()
         set.enabled = true
         set.ownAddress = ownAddress(of: set)
+        set.targetAddress = set.isDirected ? directedTarget(set.peer) : nil
         set.duration = entry.duration
         set.maxEvents = entry.maxExtendedAdvertisingEvents
         set.completedEvents = 0
@@ -451,7 +458,8 @@ extension VirtualController {
         set.completedEvents += 1
         extended.sets[handle] = set
         if let type = set.legacyType {
-            radio.transmit(Self.legacyAdvertisingPDU(type, own: own, peer: set.peer, data: set.data), from: radioID)
+            radio.transmit(Self.legacyAdvertisingPDU(type, own: own, peer: set.targetAddress ?? set.peer, data: set.data),
+                           from: radioID)
         } else {
             transmitChain(extendedAdvertisingEvent(set, own: own))
         }
@@ -493,7 +501,7 @@ extension VirtualController {
     func auxAdvIndHeader(_ set: AdvertisingSet, own: LEAddress) -> ExtendedAdvertisingPayload {
         ExtendedAdvertisingPayload(
             mode: set.mode, advA: set.properties.contains(.anonymous) ? nil : own,
-            targetA: set.isDirected ? set.peer : nil,
+            targetA: set.isDirected ? set.targetAddress ?? set.peer : nil,
             adi: AdvertisingDataInfo(did: set.did, sid: set.parameters.advertisingSID),
             txPower: set.properties.contains(.includeTxPower) ? set.selectedTxPower : nil)
     }
@@ -572,16 +580,16 @@ extension VirtualController {
             .max { ($0.lastEventAt ?? .zero) < ($1.lastEventAt ?? .zero) }
     }
 
-    func acceptsScanRequest(_ set: AdvertisingSet, from scanner: LEAddress) -> Bool {
+    func acceptsScanRequest(_ set: AdvertisingSet, from scanner: HeardAddress) -> Bool {
         guard set.isScannable else { return false }
         let policy = set.parameters.advertisingFilterPolicy
         return !(policy == .filterScanRequests || policy == .filterBoth) || isInFilterAcceptList(scanner)
     }
 
-    func acceptsConnectRequest(_ set: AdvertisingSet, from initiator: LEAddress) -> Bool {
-        guard set.isConnectable, connection(to: initiator) == nil else { return false }
+    func acceptsConnectRequest(_ set: AdvertisingSet, from initiator: HeardAddress) -> Bool {
+        guard set.isConnectable, connection(to: initiator.reported) == nil else { return false }
         if set.isDirected {
-            return initiator.address == set.parameters.peerAddress && initiator.isRandom == set.peer.isRandom
+            return matches(initiator, peerType: set.parameters.peerAddressType, peerAddress: set.parameters.peerAddress)
         }
         let policy = set.parameters.advertisingFilterPolicy
         return !(policy == .filterConnectionRequests || policy == .filterBoth) || isInFilterAcceptList(initiator)
@@ -591,12 +599,14 @@ extension VirtualController {
     func advertisingSetReceived(_ pdu: AdvertisingPDU, from sender: RadioDeviceID) {
         switch pdu {
         case .scanReq(let scanA, let advA):
-            guard let set = advertisingSet(for: advA, legacy: true, where: { acceptsScanRequest($0, from: scanA) }),
+            guard let scanner = heard(scanA),
+                  let set = advertisingSet(for: advA, legacy: true, where: { acceptsScanRequest($0, from: scanner) }),
                   let own = set.ownAddress else { return }
             radio.transmit(.scanRsp(advA: own, data: set.scanResponseData), from: radioID, to: sender)
         case .connectInd(let initA, let advA, let ll):
-            guard let set = advertisingSet(for: advA, legacy: true, where: { acceptsConnectRequest($0, from: initA) }) else { return }
-            connectAdvertisingSet(set.handle, initiator: initA, peerDevice: sender, llData: ll, phy: .le1M)
+            guard let initiator = heard(initA),
+                  let set = advertisingSet(for: advA, legacy: true, where: { acceptsConnectRequest($0, from: initiator) }) else { return }
+            connectAdvertisingSet(set.handle, initiator: initiator, peerDevice: sender, llData: ll, phy: .le1M)
         default:
             break
         }
@@ -606,7 +616,8 @@ extension VirtualController {
     func advertisingSetReceived(_ pdu: ExtendedAdvertisingPDU, from sender: RadioDeviceID) {
         switch pdu {
         case .auxScanReq(let scanA, let advA):
-            guard let set = advertisingSet(for: advA, legacy: false, where: { acceptsScanRequest($0, from: scanA) }),
+            guard let scanner = heard(scanA),
+                  let set = advertisingSet(for: advA, legacy: false, where: { acceptsScanRequest($0, from: scanner) }),
                   let own = set.ownAddress else { return }
             let phy = set.parameters.secondaryAdvertisingPHY
             let first = ExtendedAdvertisingPayload(
@@ -614,11 +625,12 @@ extension VirtualController {
             let chain = auxiliaryChain(first: first, data: set.scanResponseData, phy: phy)
             transmitChain(chain.enumerated().map { i, p in (i == 0 ? .auxScanRsp(p) : .auxChainInd(p), phy) }, to: sender)
         case .auxConnectReq(let initA, let advA, let ll):
-            guard let set = advertisingSet(for: advA, legacy: false, where: { acceptsConnectRequest($0, from: initA) }),
+            guard let initiator = heard(initA),
+                  let set = advertisingSet(for: advA, legacy: false, where: { acceptsConnectRequest($0, from: initiator) }),
                   let own = set.ownAddress else { return }
             let phy = set.parameters.secondaryAdvertisingPHY
             radio.transmit(.auxConnectRsp(ExtendedAdvertisingPayload(advA: own, targetA: initA)), phy: phy, from: radioID, to: sender)
-            connectAdvertisingSet(set.handle, initiator: initA, peerDevice: sender, llData: ll, phy: phy)
+            connectAdvertisingSet(set.handle, initiator: initiator, peerDevice: sender, llData: ll, phy: phy)
         default:
             break
         }
@@ -626,10 +638,11 @@ extension VirtualController {
 
     /// A connection made from a set: the peripheral's connection complete, then the set's
     /// termination with the new handle (§7.8.56).
-    private func connectAdvertisingSet(_ handle: UInt8, initiator: LEAddress, peerDevice: RadioDeviceID,
+    private func connectAdvertisingSet(_ handle: UInt8, initiator: HeardAddress, peerDevice: RadioDeviceID,
                                        llData: ConnectLLData, phy: LEPHY) {
         extended.sets[handle]?.cancelTimers()
-        acceptConnection(from: initiator, peerDevice: peerDevice, llData: llData, advertisingHandle: handle)
+        acceptConnection(from: initiator, peerDevice: peerDevice, llData: llData, advertisingHandle: handle,
+                         localRPA: generatedLocalRPA(extended.sets[handle]?.ownAddress))
         guard let connectionHandle = handlesByAccessAddress[llData.accessAddress] else { return }
         connections[connectionHandle]?.txPHY = phy
         connections[connectionHandle]?.rxPHY = phy

@@ -38,7 +38,12 @@ struct ExtendedScanState {
 
 /// An AUX_CONNECT_REQ sent, waiting for its AUX_CONNECT_RSP.
 struct PendingAuxConnect {
+    /// AdvA as heard (what the AUX_CONNECT_RSP carries).
     var advertiser: LEAddress
+    /// The advertiser as the host is told: its identity when its RPA resolved.
+    var peer: LEAddress
+    var peerRPA: BluetoothAddress?
+    var localRPA: BluetoothAddress?
     var device: RadioDeviceID
     var llData: ConnectLLData
     var phy: LEPHY
@@ -226,14 +231,20 @@ extension VirtualController {
         extendedInitiator?.initiatingPHYs.contains { $0.phy == phy } == true
     }
 
-    /// Passes the scanner's filter policy and, for directed PDUs, is addressed to us.
-    private func scannerAccepts(advertiser: LEAddress?, target: LEAddress?) -> Bool {
-        if let target, target.address != scanning.ownAddress?.address { return false }
+    /// Passes the scanner's filter policy (by identity) and, for directed PDUs, is addressed to us.
+    private func scannerAccepts(advertiser: HeardAddress?, target: LEAddress?) -> Bool {
+        if let target, !isAddressedToUs(target, own: scanning.ownAddress) { return false }
         let policy = scanning.parameters.scanningFilterPolicy
         if policy == .basicFiltered || policy == .extendedFiltered {
             guard let advertiser, isInFilterAcceptList(advertiser) else { return false }
         }
         return true
+    }
+
+    /// An extended PDU's AdvA resolved; `.some(nil)` without AdvA, nil when the PDU is ignored.
+    private func heardAdvertiser(_ advA: LEAddress?) -> HeardAddress?? {
+        guard let advA else { return .some(nil) }
+        return heard(advA).map { .some($0) }
     }
 
     /// Reports a legacy PDU with an LE Extended Advertising Report (legacy event types of
@@ -255,8 +266,8 @@ extension VirtualController {
         case .scanReq, .connectInd: return
         }
         if !eventType.contains(.scanResponse) && !scanReceiverOpen(.le1M) { return }
-        let advertiser = pdu.advA
-        guard scannerAccepts(advertiser: advertiser, target: target) else { return }
+        guard let heard = heard(pdu.advA), scannerAccepts(advertiser: heard, target: target) else { return }
+        let advertiser = heard.reported
         let report = LEExtendedAdvertisingReport.Report(
             eventType: eventType, addressType: advertiser.type, address: advertiser.address, rssi: rssi,
             directAddressType: target.map { $0.isRandom ? 0x01 : 0x00 } ?? 0, directAddress: target?.address ?? .zero, data: data)
@@ -267,8 +278,9 @@ extension VirtualController {
             let responseKey = ExtendedScanState.DuplicateKey(
                 address: advertiser, eventType: eventType.union(.scanResponse).rawValue, adi: nil)
             if !isReported(responseKey) {
-                extended.scan.scanRequested[advertiser] = eventType
-                radio.transmit(.scanReq(scanA: own, advA: advertiser), from: radioID, to: sender)
+                extended.scan.scanRequested[heard.onAir] = eventType
+                let scanA = privateOwnAddress(extended.scan.parameters.ownAddressType, toward: heard.entry) ?? own
+                radio.transmit(.scanReq(scanA: scanA, advA: heard.onAir), from: radioID, to: sender)
             }
         }
     }
@@ -288,16 +300,19 @@ extension VirtualController {
         guard scanningHere || initiatorListens(on: phy) else { return }
         guard let auxPtr = p.auxPtr else {
             // An event without auxiliary PDUs: the ADV_EXT_IND is all there is.
-            guard scanningHere, scannerAccepts(advertiser: p.advA, target: p.targetA) else { return }
-            let report = extendedReport(p, mode: p.mode, primaryPHY: phy, secondaryPHY: nil, rssi: rssi)
-            let key = ExtendedScanState.DuplicateKey(address: p.advA, eventType: report.eventType.rawValue, adi: p.adi?.rawValue)
+            guard scanningHere, let advertiser = heardAdvertiser(p.advA),
+                  scannerAccepts(advertiser: advertiser, target: p.targetA) else { return }
+            let report = extendedReport(p, advertiser: advertiser, mode: p.mode, primaryPHY: phy, secondaryPHY: nil, rssi: rssi)
+            let key = ExtendedScanState.DuplicateKey(address: advertiser?.reported, eventType: report.eventType.rawValue,
+                                                     adi: p.adi?.rawValue)
             if !isDuplicate(key) { sendExtendedReports(report, data: [], truncated: false) }
             return
         }
         let key = AuxFollowKey(sender: sender, sid: p.adi?.sid ?? 0xFF)
         finishFollow(key, truncated: true)
         // The report is built once the AUX_ADV_IND arrives; only scanning builds one.
-        let report = scanningHere ? extendedReport(p, mode: p.mode, primaryPHY: phy, secondaryPHY: auxPtr.auxPHY, rssi: rssi) : nil
+        let report = scanningHere
+            ? extendedReport(p, advertiser: nil, mode: p.mode, primaryPHY: phy, secondaryPHY: auxPtr.auxPHY, rssi: rssi) : nil
         follow(key, AuxFollow(expecting: .auxAdvInd, primaryPHY: phy, mode: p.mode, report: report, generation: 0), auxPtr: auxPtr)
     }
 
@@ -306,11 +321,14 @@ extension VirtualController {
         guard var state = extended.follows[key], state.expecting == .auxAdvInd else { return }
         state.timer?.cancel()
         extended.follows[key] = nil
-        if initiate(from: p, primaryPHY: state.primaryPHY, phy: phy, sender: sender) { return }
-        guard let template = state.report, scannerAccepts(advertiser: p.advA, target: p.targetA) else { return }
-        var report = extendedReport(p, mode: state.mode, primaryPHY: state.primaryPHY, secondaryPHY: phy, rssi: rssi)
+        guard let advertiser = heardAdvertiser(p.advA) else { return }
+        if initiate(from: p, advertiser: advertiser, primaryPHY: state.primaryPHY, phy: phy, sender: sender) { return }
+        guard let template = state.report, scannerAccepts(advertiser: advertiser, target: p.targetA) else { return }
+        var report = extendedReport(p, advertiser: advertiser, mode: state.mode, primaryPHY: state.primaryPHY, secondaryPHY: phy,
+                                    rssi: rssi)
         if report.txPower == 127 { report.txPower = template.txPower }
-        let duplicateKey = ExtendedScanState.DuplicateKey(address: p.advA, eventType: report.eventType.rawValue, adi: p.adi?.rawValue)
+        let duplicateKey = ExtendedScanState.DuplicateKey(address: advertiser?.reported, eventType: report.eventType.rawValue,
+                                                          adi: p.adi?.rawValue)
         if !isDuplicate(duplicateKey) {
             state.report = report
             state.data = p.advData
@@ -320,11 +338,14 @@ extension VirtualController {
         // Active scanning asks a scannable set for its scan response (AUX_SCAN_REQ).
         let primary = state.primaryPHY
         guard state.mode == .scannable, extended.scan.entry(for: primary)?.scanType == .active,
-              let advA = p.advA, let own = scanning.ownAddress else { return }
+              let advertiser, let fallback = scanning.ownAddress else { return }
+        let advA = advertiser.onAir
+        let own = privateOwnAddress(extended.scan.parameters.ownAddressType, toward: advertiser.entry) ?? fallback
         var responseType = report.eventType
         responseType.insert(.scanResponse)
         responseType.dataStatus = .complete
-        let responseKey = ExtendedScanState.DuplicateKey(address: advA, eventType: responseType.rawValue, adi: p.adi?.rawValue)
+        let responseKey = ExtendedScanState.DuplicateKey(address: advertiser.reported, eventType: responseType.rawValue,
+                                                         adi: p.adi?.rawValue)
         guard !isReported(responseKey), extended.follows[key] == nil else { return }
         var response = report
         response.eventType = responseType
@@ -388,15 +409,15 @@ extension VirtualController {
         sendExtendedReports(report, data: state.data, truncated: truncated)
     }
 
-    /// The report for an extended PDU, without data status.
-    private func extendedReport(_ p: ExtendedAdvertisingPayload, mode: AdvertisingMode, primaryPHY: LEPHY,
-                                secondaryPHY: LEPHY?, rssi: Int8) -> LEExtendedAdvertisingReport.Report {
+    /// The report for an extended PDU, without data status; a resolved advertiser as its identity.
+    private func extendedReport(_ p: ExtendedAdvertisingPayload, advertiser: HeardAddress?, mode: AdvertisingMode,
+                                primaryPHY: LEPHY, secondaryPHY: LEPHY?, rssi: Int8) -> LEExtendedAdvertisingReport.Report {
         var eventType: ExtendedAdvertisingEventType = []
         if mode == .connectable { eventType.insert(.connectable) }
         if mode == .scannable { eventType.insert(.scannable) }
         if p.targetA != nil { eventType.insert(.directed) }
         return LEExtendedAdvertisingReport.Report(
-            eventType: eventType, addressType: p.advA?.type, address: p.advA?.address ?? .zero,
+            eventType: eventType, addressType: advertiser?.reported.type, address: advertiser?.reported.address ?? .zero,
             primaryPHY: primaryPHY.rawValue, secondaryPHY: secondaryPHY?.rawValue ?? 0, advertisingSID: p.adi?.sid ?? 0xFF,
             txPower: p.txPower ?? 127, rssi: rssi, directAddressType: p.targetA.map { $0.isRandom ? 0x01 : 0x00 } ?? 0,
             directAddress: p.targetA?.address ?? .zero, data: [])
@@ -420,17 +441,20 @@ extension VirtualController {
 
     /// Answers a connectable AUX_ADV_IND with AUX_CONNECT_REQ when it is the peer sought.
     /// Returns whether it did.
-    private func initiate(from p: ExtendedAdvertisingPayload, primaryPHY: LEPHY, phy: LEPHY, sender: RadioDeviceID) -> Bool {
+    private func initiate(from p: ExtendedAdvertisingPayload, advertiser: HeardAddress?, primaryPHY: LEPHY, phy: LEPHY,
+                          sender: RadioDeviceID) -> Bool {
         guard let c = extendedInitiator, initiatorListens(on: primaryPHY), extended.pendingAuxConnect == nil,
-              p.mode == .connectable, let advA = p.advA, let own = ownAddress(c.ownAddressType) else { return false }
-        if let target = p.targetA, target.address != own.address { return false }
+              p.mode == .connectable, let advertiser, let fallback = ownAddress(c.ownAddressType) else { return false }
+        let advA = advertiser.onAir
+        let own = ownAddress(c.ownAddressType, toward: advertiser.entry) ?? fallback
+        if let target = p.targetA, !isAddressedToUs(target, own: own) && target.address != fallback.address { return false }
         switch c.initiatorFilterPolicy {
         case .peerAddress:
-            guard advA.address == c.peerAddress, advA.isRandom == c.peerAddressType.isRandomOwnAddress else { return false }
+            guard matches(advertiser, peerType: c.peerAddressType, peerAddress: c.peerAddress) else { return false }
         case .filterAcceptList:
-            guard isInFilterAcceptList(advA) else { return false }
+            guard isInFilterAcceptList(advertiser) else { return false }
         }
-        guard connection(to: advA) == nil else { return false }
+        guard connection(to: advertiser.reported) == nil else { return false }
         // The connection starts on the secondary PHY, with the parameters given for it.
         guard let entry = c.initiatingPHYs.first(where: { $0.phy == phy })
                 ?? c.initiatingPHYs.first(where: { $0.phy == primaryPHY }) else { return false }
@@ -443,7 +467,9 @@ extension VirtualController {
             self.extended.pendingAuxConnect = nil
             self.radio.closeLink(ll.accessAddress)
         }
-        extended.pendingAuxConnect = PendingAuxConnect(advertiser: advA, device: sender, llData: ll, phy: phy, timer: timer)
+        extended.pendingAuxConnect = PendingAuxConnect(
+            advertiser: advA, peer: advertiser.reported, peerRPA: advertiser.rpa, localRPA: generatedLocalRPA(own),
+            device: sender, llData: ll, phy: phy, timer: timer)
         radio.transmit(.auxConnectReq(initA: own, advA: advA, llData: ll), phy: phy, from: radioID, to: sender)
         return true
     }
@@ -455,7 +481,8 @@ extension VirtualController {
         guard initiating != nil else { return radio.closeLink(pending.llData.accessAddress) }
         initiating = nil
         extended.initiating = nil
-        establishConnection(role: .central, peer: pending.advertiser, peerDevice: sender, llData: pending.llData)
+        establishConnection(role: .central, peer: pending.peer, peerDevice: sender, llData: pending.llData,
+                            localRPA: pending.localRPA, peerRPA: pending.peerRPA)
         if let handle = handlesByAccessAddress[pending.llData.accessAddress] {
             connections[handle]?.txPHY = pending.phy
             connections[handle]?.rxPHY = pending.phy

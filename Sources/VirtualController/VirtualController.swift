@@ -52,6 +52,8 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     @exclusivity(unchecked) var resolvingList: [ResolvingListEntry] = []
     @exclusivity(unchecked) var addressResolutionEnabled = false
     @exclusivity(unchecked) var rpaTimeoutSeconds: UInt16 = 900
+    /// Renews the resolvable private addresses every RPA timeout while resolution is enabled.
+    @exclusivity(unchecked) var rpaTimer: TimerHandle?
     @exclusivity(unchecked) var suggestedMaxTxOctets: UInt16 = 27
     @exclusivity(unchecked) var suggestedMaxTxTime: UInt16 = 328
     @exclusivity(unchecked) var defaultAllPhys: UInt8 = 0
@@ -65,12 +67,6 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     @exclusivity(unchecked) var completedFlushScheduled = false
     /// Extended advertising sets, scanning and initiating (VirtualController+Extended*.swift).
     @exclusivity(unchecked) var extended = ExtendedAdvertisingState()
-
-    struct ResolvingListEntry: Equatable {
-        var peer: LEAddress
-        var peerIRK: [UInt8]
-        var localIRK: [UInt8]
-    }
 
     /// Creates a controller on `radio` with the given public address. Call `powerOn` (or let
     /// `makeHostTransport` do it) to attach it to the radio.
@@ -198,6 +194,8 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         filterAcceptList = []
         resolvingList = []
         addressResolutionEnabled = false
+        rpaTimer?.cancel()
+        rpaTimer = nil
         rpaTimeoutSeconds = 900
         suggestedMaxTxOctets = 27
         suggestedMaxTxTime = 328

@@ -113,6 +113,23 @@ struct GATTServerNotificationTests {
         #expect(a.takeSent().isEmpty)
     }
 
+    @Test("A bonded client's subscriptions come back as written; unknown handles and bits not allowed are skipped")
+    func restoredSubscriptions() {
+        let a = BearerClient(f.server, loop: loop)
+        var events: [String] = []
+        f.server.onSubscriptionChange = { _, handle, old, new in events.append("\(handle) \(old.rawValue)>\(new.rawValue)") }
+        // 0x001B notifies and indicates; 0x0010 notifies only (its CCCD refuses indication);
+        // 0x0003 has no CCCD.
+        f.server.restoreClientConfigurations([0x001B: [.notification, .indication], 0x0010: .indication, 0x0003: .notification],
+                                             for: a.connection)
+        #expect(events == ["0x001B 0>3"])
+        #expect(f.server.clientConfiguration(ofCharacteristic: 0x001B, for: a.connection) == [.notification, .indication])
+        // The client reads back what it had written in the earlier connection.
+        #expect(a.send("0a 1c00") == ["0b0300"])
+        f.server.updateValue([1], forCharacteristic: 0x001B)
+        #expect(a.takeSent() == ["1b1b0001"])
+    }
+
     @Test("Service Changed (GATT/SR/GAS/BV-01-C): indicated with the affected range on add and remove")
     func serviceChanged() throws {
         let a = BearerClient(f.server, loop: loop)

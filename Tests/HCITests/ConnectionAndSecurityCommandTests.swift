@@ -186,6 +186,40 @@ struct ListCommandTests {
         }
     }
 
+    @Test func readResolvableAddresses() throws {
+        let peer = LEReadPeerResolvableAddress(peerIdentityAddressType: .publicDevice, peerIdentityAddress: testAddress)
+        // Opcode 0x202B: identity type, identity address little-endian.
+        #expect(h4Hex(peer) == hex("01 2b 20 07 00 55 44 33 22 11 c0"))
+        try expectRoundTrip(peer)
+        let local = LEReadLocalResolvableAddress(peerIdentityAddressType: .randomDevice, peerIdentityAddress: testAddress)
+        #expect(h4Hex(local) == hex("01 2c 20 07 01 55 44 33 22 11 c0"))
+        try expectRoundTrip(local)
+        // Status, then the address little-endian.
+        let rpa = BluetoothAddress("4A:BB:CC:DD:EE:FF")!
+        let peerReturn = LEReadPeerResolvableAddress.ReturnParameters(peerResolvableAddress: rpa)
+        #expect(peerReturn.bytes == [0x00, 0xFF, 0xEE, 0xDD, 0xCC, 0xBB, 0x4A])
+        try expectReturnRoundTrip(peerReturn)
+        let localReturn = LEReadLocalResolvableAddress.ReturnParameters(status: .unknownConnectionIdentifier,
+                                                                        localResolvableAddress: .zero)
+        #expect(localReturn.bytes == [0x02, 0, 0, 0, 0, 0, 0])
+        try expectReturnRoundTrip(localReturn)
+        #expect(throws: DecodeError.self) {
+            try LEReadLocalResolvableAddress(packet: HCICommandPacket(
+                opcode: LEReadLocalResolvableAddress.opcode, parameters: [0x02, 1, 2, 3, 4, 5, 6]))
+        }
+    }
+
+    @Test func privacyMode() throws {
+        let command = LESetPrivacyMode(peerIdentityAddressType: .randomDevice, peerIdentityAddress: testAddress, privacyMode: .device)
+        // Opcode 0x204E: identity type, identity address, mode.
+        #expect(h4Hex(command) == hex("01 4e 20 08 01 55 44 33 22 11 c0 01"))
+        try expectRoundTrip(command)
+        try expectRoundTrip(LESetPrivacyMode(peerIdentityAddressType: .publicDevice, peerIdentityAddress: testAddress, privacyMode: .network))
+        #expect(throws: DecodeError.self) {
+            try LESetPrivacyMode(packet: HCICommandPacket(opcode: LESetPrivacyMode.opcode, parameters: [0, 1, 2, 3, 4, 5, 6, 2]))
+        }
+    }
+
     @Test func supportedStates() throws {
         try expectRoundTrip(LEReadSupportedStates())
         try expectReturnRoundTrip(LEReadSupportedStates.ReturnParameters(leStates: 0x0000_03FF_FFFF_FFFF))

@@ -21,13 +21,14 @@ public enum HCICommands {
         LERemoteConnectionParameterRequestReply.self, LERemoteConnectionParameterRequestNegativeReply.self,
         LESetDataLength.self, LEReadSuggestedDefaultDataLength.self, LEWriteSuggestedDefaultDataLength.self,
         LEAddDeviceToResolvingList.self, LERemoveDeviceFromResolvingList.self, LEClearResolvingList.self,
-        LEReadResolvingListSize.self, LESetAddressResolutionEnable.self, LESetResolvablePrivateAddressTimeout.self,
+        LEReadResolvingListSize.self, LEReadPeerResolvableAddress.self, LEReadLocalResolvableAddress.self,
+        LESetAddressResolutionEnable.self, LESetResolvablePrivateAddressTimeout.self,
         LEReadMaximumDataLength.self, LEReadPHY.self, LESetDefaultPHY.self, LESetPHY.self,
         LESetAdvertisingSetRandomAddress.self, LESetExtendedAdvertisingParameters.self,
         LESetExtendedAdvertisingData.self, LESetExtendedScanResponseData.self, LESetExtendedAdvertisingEnable.self,
         LEReadMaximumAdvertisingDataLength.self, LEReadNumberOfSupportedAdvertisingSets.self,
         LERemoveAdvertisingSet.self, LEClearAdvertisingSets.self, LESetExtendedScanParameters.self,
-        LESetExtendedScanEnable.self, LEExtendedCreateConnection.self,
+        LESetExtendedScanEnable.self, LEExtendedCreateConnection.self, LESetPrivacyMode.self,
         // Status Parameters
         ReadRSSI.self,
     ]

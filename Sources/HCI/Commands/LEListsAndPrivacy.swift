@@ -217,6 +217,100 @@ public struct LEReadResolvingListSize: HCIParameterlessCommand, Hashable {
     }
 }
 
+/// HCI_LE_Read_Peer_Resolvable_Address (§7.8.42): the resolvable private address the
+/// controller last used for (or saw from) a peer in its resolving list.
+public struct LEReadPeerResolvableAddress: HCICommand, Hashable {
+    public static let opcode = HCIOpcode(ogf: HCIOpcode.leController, ocf: 0x002B)
+    public static let name = "LE Read Peer Resolvable Address"
+
+    /// Public (0) or random static (1) identity address.
+    public var peerIdentityAddressType: LEAddressType
+    public var peerIdentityAddress: BluetoothAddress
+
+    public init(peerIdentityAddressType: LEAddressType, peerIdentityAddress: BluetoothAddress) {
+        self.peerIdentityAddressType = peerIdentityAddressType
+        self.peerIdentityAddress = peerIdentityAddress
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.u8(peerIdentityAddressType.rawValue)
+        writer.address(peerIdentityAddress)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        peerIdentityAddressType = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
+        peerIdentityAddress = try reader.address()
+    }
+
+    public struct ReturnParameters: HCIReturnParameters, Hashable {
+        public var status: HCIStatus
+        /// Unknown Connection Identifier when the peer is not in the list or has no such address.
+        public var peerResolvableAddress: BluetoothAddress
+
+        public init(status: HCIStatus = .success, peerResolvableAddress: BluetoothAddress) {
+            self.status = status
+            self.peerResolvableAddress = peerResolvableAddress
+        }
+
+        public init(decoding reader: inout ByteReader) throws {
+            status = HCIStatus(try reader.u8())
+            peerResolvableAddress = try reader.address()
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.u8(status.rawValue)
+            writer.address(peerResolvableAddress)
+        }
+    }
+}
+
+/// HCI_LE_Read_Local_Resolvable_Address (§7.8.43): the resolvable private address the
+/// controller currently uses towards a peer in its resolving list.
+public struct LEReadLocalResolvableAddress: HCICommand, Hashable {
+    public static let opcode = HCIOpcode(ogf: HCIOpcode.leController, ocf: 0x002C)
+    public static let name = "LE Read Local Resolvable Address"
+
+    /// Public (0) or random static (1) identity address.
+    public var peerIdentityAddressType: LEAddressType
+    public var peerIdentityAddress: BluetoothAddress
+
+    public init(peerIdentityAddressType: LEAddressType, peerIdentityAddress: BluetoothAddress) {
+        self.peerIdentityAddressType = peerIdentityAddressType
+        self.peerIdentityAddress = peerIdentityAddress
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.u8(peerIdentityAddressType.rawValue)
+        writer.address(peerIdentityAddress)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        peerIdentityAddressType = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
+        peerIdentityAddress = try reader.address()
+    }
+
+    public struct ReturnParameters: HCIReturnParameters, Hashable {
+        public var status: HCIStatus
+        /// Unknown Connection Identifier when the peer is not in the list or has no such address.
+        public var localResolvableAddress: BluetoothAddress
+
+        public init(status: HCIStatus = .success, localResolvableAddress: BluetoothAddress) {
+            self.status = status
+            self.localResolvableAddress = localResolvableAddress
+        }
+
+        public init(decoding reader: inout ByteReader) throws {
+            status = HCIStatus(try reader.u8())
+            localResolvableAddress = try reader.address()
+        }
+
+        public func encode(into writer: inout ByteWriter) {
+            writer.u8(status.rawValue)
+            writer.address(localResolvableAddress)
+        }
+    }
+}
+
 /// HCI_LE_Set_Address_Resolution_Enable (§7.8.44).
 public struct LESetAddressResolutionEnable: HCICommand, Hashable {
     public static let opcode = HCIOpcode(ogf: HCIOpcode.leController, ocf: 0x002D)
@@ -247,4 +341,41 @@ public struct LESetResolvablePrivateAddressTimeout: HCICommand, Hashable {
 
     public func encodeParameters(into writer: inout ByteWriter) { writer.u16(rpaTimeout) }
     public init(decodingParameters reader: inout ByteReader) throws { rpaTimeout = try reader.u16() }
+}
+
+/// HCI_LE_Set_Privacy_Mode (§7.8.77): whether a peer in the resolving list may still be
+/// heard under its identity address.
+public struct LESetPrivacyMode: HCICommand, Hashable {
+    public static let opcode = HCIOpcode(ogf: HCIOpcode.leController, ocf: 0x004E)
+    public static let name = "LE Set Privacy Mode"
+
+    public enum PrivacyMode: UInt8, Sendable, Hashable {
+        /// The default: a peer with an IRK is accepted only under a resolvable private address.
+        case network = 0x00
+        /// The peer is also accepted under its identity address.
+        case device = 0x01
+    }
+
+    /// Public (0) or random static (1) identity address.
+    public var peerIdentityAddressType: LEAddressType
+    public var peerIdentityAddress: BluetoothAddress
+    public var privacyMode: PrivacyMode
+
+    public init(peerIdentityAddressType: LEAddressType, peerIdentityAddress: BluetoothAddress, privacyMode: PrivacyMode) {
+        self.peerIdentityAddressType = peerIdentityAddressType
+        self.peerIdentityAddress = peerIdentityAddress
+        self.privacyMode = privacyMode
+    }
+
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.u8(peerIdentityAddressType.rawValue)
+        writer.address(peerIdentityAddress)
+        writer.u8(privacyMode.rawValue)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        peerIdentityAddressType = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
+        peerIdentityAddress = try reader.address()
+        privacyMode = try reader.enumeration(PrivacyMode.self)
+    }
 }
