@@ -112,11 +112,13 @@ struct PairingInteropTests {
         init(name: String, bumbleOptions: [String], agent: InteropPairingAgent?) throws {
             let ports = [try freeLoopbackPort(), try freeLoopbackPort()]
             controllers = try PeerProcess(script: "bumble_controllers.py", arguments: ports.map(String.init))
+            // Bumble's host may connect only once the controllers listen.
+            let ready = controllers.waitFor("READY")
             bumble = try PeerProcess(script: "bumble_pairing_peripheral.py",
                                      arguments: ["tcp-client:127.0.0.1:\(ports[1])", name, "F0:F1:F2:F3:F4:F7"] + bumbleOptions)
             capture = temporaryPath("pairing-\(name).btsnoop")
             super.init()
-            check(controllers.waitFor("READY"), "controllers not ready")
+            check(ready, "controllers not ready")
             check(bumble.waitFor("ADVERTISING"), "Bumble not advertising")
             central = CBCentralManager(delegate: recorder, queue: recorder.queue, options: [
                 CBManagerOptionLinuxTransportKey: "tcp:127.0.0.1:\(ports[0])", CBManagerOptionLinuxSnoopPathKey: capture,
@@ -187,7 +189,13 @@ struct PairingInteropTests {
             let failed = !ok || !finished
             controllers.stop(failed: failed)
             bumble.stop(failed: failed)
-            if failed { Issue.record("capture \(capture) (`tshark -r FILE -Y btsmp -V`)") } else { try? FileManager.default.removeItem(atPath: capture) }
+            if failed {
+                Issue.record("capture \(capture) (`tshark -r FILE -Y btsmp -V`)")
+            } else if ProcessInfo.processInfo.environment["INTEROP_KEEP_CAPTURES"] != nil {
+                print("capture \(capture)")
+            } else {
+                try? FileManager.default.removeItem(atPath: capture)
+            }
         }
     }
 

@@ -121,7 +121,7 @@ async def main(transport_name, address, options):
                     say("UNKNOWN", command)
             except ATT_Error as error:
                 say("ERROR", command, arguments[0].upper() if arguments else "-", format(error.error_code, "02x"))
-            except Exception as error:
+            except (Exception, asyncio.CancelledError) as error:  # cancelled: the link went down
                 say("ERROR", command, type(error).__name__, str(error).replace("\n", " "))
 
 
