@@ -337,8 +337,10 @@ struct PairingInteropTests {
     static func peripheralUUID(_ n: Int) -> String { String(format: "6E43%04X-B5A3-F393-E0A9-E50E24DCCA9E", n) }
 
     /// 3. A Bumble central reads our encryption-required characteristics: refused, then it
-    /// pairs (LE Secure Connections, Just Works) and reads them.
-    @Test func bumbleCentralPairsWithOurPeripheral() throws {
+    /// pairs (Just Works; LE Secure Connections, or legacy with our EDIV/Rand key) and reads
+    /// them; it reconnects and encrypts with the bond's key, which we find again.
+    @Test(.serialized, arguments: [true, false])
+    func bumbleCentralPairsWithOurPeripheral(secureConnections: Bool) throws {
         let checks = Checks()
         let ports = [try freeLoopbackPort(), try freeLoopbackPort()]
         let controllers = try PeerProcess(script: "bumble_controllers.py", arguments: ports.map(String.init))
@@ -371,14 +373,16 @@ struct PairingInteropTests {
         checks.wait({ delegate.log.contains("advertising") }, "advertising")
         let address = try #require(manager?.linuxDeviceAddress)
 
-        let bumble = try PeerProcess(script: "bumble_pairing_central.py", arguments: ["tcp-client:127.0.0.1:\(ports[1])", "\(address)/R"])
+        let bumble = try PeerProcess(script: "bumble_pairing_central.py",
+                                     arguments: ["tcp-client:127.0.0.1:\(ports[1])", "\(address)/R", "sc=\(secureConnections ? 1 : 0)"])
         defer { bumble.stop(failed: !checks.ok || !finished) }
         checks.check(bumble.waitFor("READY", timeout: .seconds(30)), "Bumble's central not ready")
         // Unencrypted, no key yet: Insufficient Authentication (Vol 3 Part C §10.3.1).
         checks.check(bumble.command("read \(cached)", expect: "ERROR read \(cached) 05"), "read before pairing not refused with 05")
         checks.check(!delegate.log.all.contains { $0.hasPrefix("read \(dynamic)") }, "delegate asked before pairing")
         bumble.send("pair")
-        checks.check(bumble.line(startingWith: "PAIRED", timeout: .seconds(30)), "PAIRED sc 0", "Bumble's pairing")
+        checks.check(bumble.line(startingWith: "PAIRED", timeout: .seconds(30)), "PAIRED \(secureConnections ? "sc" : "legacy") 0",
+                     "Bumble's pairing")
         checks.check(bumble.waitFor("ENCRYPTED 1"), "Bumble's link not encrypted")
         checks.check(bumble.command("read \(cached)", expect: "READ \(cached) \(Self.hex("secret"))"), "cached read after pairing")
         checks.check(bumble.command("read \(dynamic)", expect: "READ \(dynamic) \(InteropPeripheral.longValue.hex)"),
@@ -386,12 +390,25 @@ struct PairingInteropTests {
         checks.check(delegate.log.count(prefix: "read \(dynamic)") >= 1, "delegate not asked")
         checks.check(agent.log.all.allSatisfy { $0.hasPrefix("confirm") }, "agent requests: \(agent.log.all)")
 
+        // The bond: Bumble reconnects and encrypts with the key we gave it; no pairing again.
+        checks.check(bumble.command("disconnect", expect: "DISCONNECTED"), "Bumble's disconnection")
+        let advertiser = manager
+        // Polled: advertising resumes without a delegate callback.
+        checks.check(waitUntil(timeout: .seconds(10)) { advertiser?.isAdvertising == true }, "not advertising after the disconnection")
+        checks.check(bumble.command("connect", expect: "READY", timeout: .seconds(30)), "Bumble's reconnection")
+        // Unencrypted but bonded: Insufficient Encryption now (§10.3.1).
+        checks.check(bumble.command("read \(cached)", expect: "ERROR read \(cached) 0f"), "read before encrypting not refused with 0f")
+        checks.check(bumble.command("encrypt", expect: "ENCRYPTED 1"), "Bumble's encryption with the bond")
+        checks.check(bumble.command("read \(cached)", expect: "READ \(cached) \(Self.hex("secret"))"), "cached read after encrypting")
+        checks.check(bumble.count(prefix: "PAIRED"), 1, "Bumble's pairings")
+
         manager = nil
         try checks.checkCapture(capture, connections: false)
         let frames = try CaptureFrames(capture)
         checks.check(try frames.count("btsmp.opcode == 0x01"), 1, "Bumble's Pairing Requests")
         checks.check(try frames.count("btsmp.opcode == 0x02"), 1, "our Pairing Responses")
-        checks.check(try frames.count("bthci_evt.code == 0x08"), 1, "Encryption Change events")
+        checks.check(try frames.count("bthci_evt.code == 0x08"), 2, "Encryption Change events (pairing, bond)")
+        checks.check(try frames.count("bthci_evt.le_meta_subevent == 0x05"), 2, "LE Long Term Key Requests")
         finished = true
     }
 }
