@@ -41,15 +41,23 @@ final class InteropPairingAgent: CBPairingAgent {
 }
 
 extension PeerProcess {
+    /// The lines printed so far, without a last one still being written (output arrives in
+    /// chunks: "PASSKEY 12" may be the start of "PASSKEY 123456").
+    var completeLines: [Substring] {
+        let text = text
+        guard let end = text.lastIndex(of: "\n") else { return [] }
+        return text[..<end].split(separator: "\n")
+    }
+
     /// Waits (real time) until the peer printed a line starting with `prefix`; the first such line.
     func line(startingWith prefix: String, timeout: Duration = .seconds(20)) -> String? {
-        func first() -> String? { text.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) }
+        func first() -> String? { completeLines.first { $0.hasPrefix(prefix) }.map(String.init) }
         _ = waitUntil(timeout: timeout) { first() != nil || !self.process.isRunning }
         return first()
     }
 
     /// How many lines the peer printed that start with `prefix`.
-    func count(prefix: String) -> Int { text.split(separator: "\n").filter { $0.hasPrefix(prefix) }.count }
+    func count(prefix: String) -> Int { completeLines.filter { $0.hasPrefix(prefix) }.count }
 }
 
 /// Expectations that remember whether one failed, so that the peers' logs and the capture are
