@@ -1,4 +1,5 @@
 import ATT
+import Bonding
 import HCI
 import HostStack
 import L2CAP
@@ -190,8 +191,8 @@ extension HostDevice {
         }
         var configuration = securityConfiguration
         configuration.requireMITM = configuration.requireMITM || requireMITM
-        if configuration.localIdentity == nil, let address, let irk = localIRK {
-            configuration.localIdentity = SMPLocalIdentity(irk: irk, address: address)
+        if configuration.localIdentity == nil, let address {
+            configuration.localIdentity = SMPLocalIdentity(irk: bonds.localIRK, address: address)
         }
         let local = address ?? LEAddress(.randomDevice, .zero)
         let channel = connection.le.l2cap.securityManager!
@@ -281,7 +282,7 @@ extension HostDevice {
         bond(for: connection.peer)?.centralLTK
     }
 
-    func bond(for peer: LEAddress) -> DeviceBond? {
+    func bond(for peer: LEAddress) -> Bond? {
         bonds.bond(for: peer)
     }
 
@@ -289,7 +290,27 @@ extension HostDevice {
     @discardableResult
     public func removeBond(for peer: LEAddress) -> Bool {
         assertOnLoop()
+        for connection in connections.values where connection.security.isBonded && bonds.bond(for: connection.peer)?.matches(peer) == true {
+            connection.security.isBonded = false
+            connection.serverConnection.hasEncryptionKey = false
+        }
         return bonds.removeBond(for: peer)
+    }
+
+    /// Keeps bonds in `store` from now on (the controller's persistent store); bonds made so
+    /// far in memory move into it unless it has stronger keys for the same peers.
+    public func useBondStore(_ store: BondStore) {
+        assertOnLoop()
+        for bond in bonds.bonds { try? store.store(bond) }
+        bonds = store
+    }
+
+    /// The store for this controller once its identity is known, if still the placeholder.
+    func identifyBondStore(_ identity: LEAddress) {
+        guard bonds.fileURL == nil, bonds.controllerIdentity.address == .zero else { return }
+        let store = BondStore(inMemoryFor: identity, log: log)
+        for bond in bonds.bonds { try? store.store(bond) }
+        bonds = store
     }
 }
 
@@ -312,9 +333,13 @@ extension HostDevice: SecurityManagerDelegate {
             connection.le.l2cap.securityLevel = outcome.linkKeySecurity
             if let identity = outcome.peerIdentityAddress { connection.security.peerIdentity = identity }
             if outcome.bonded {
-                if bonds.save(outcome, peer: connection.peer) {
+                do {
+                    try bonds.save(outcome, peer: connection.peer)
                     connection.security.isBonded = true
                     connection.serverConnection.hasEncryptionKey = true
+                } catch {
+                    // A weaker key than the bond's: this link uses it, the bond keeps its own.
+                    log?("new keys for \(connection.peer) not stored: \(error)")
                 }
             }
             log?("paired with \(connection.peer) (\(outcome.method), \(outcome.bonded ? "bonded" : "not bonded"))")
@@ -358,13 +383,3 @@ struct PairingFailures {
     var retryAfter: LoopInstant
 }
 
-extension HostDevice {
-    /// 16 random octets, never all zero (a zero IRK would make every address "resolve").
-    static func randomIRK() -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        while true {
-            let irk = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            if irk.contains(where: { $0 != 0 }) { return irk }
-        }
-    }
-}
