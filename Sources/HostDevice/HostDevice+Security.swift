@@ -1,5 +1,6 @@
 import ATT
 import Bonding
+import GATT
 import HCI
 import HostStack
 import L2CAP
@@ -242,6 +243,7 @@ extension HostDevice {
         connection.encryptingWith = nil
         connection.le.l2cap.securityLevel = connection.security.level
         connection.securityManagerStorage?.encryptionChanged(status: status, enabled: encrypted)
+        if encrypted, !pairing, connection.security.isBonded { restoreBondState(on: connection) }
         // A pairing ends in didFinishPairing; an encryption with a bond's key ends here.
         guard !pairing, !connection.securityWaiters.isEmpty else { return }
         if encrypted {
@@ -276,6 +278,48 @@ extension HostDevice {
     }
 
     // MARK: Bonds
+
+    /// A bonded client's subscriptions outlive its connections (Vol 3 Part G §3.3.3.3): each
+    /// change is kept in its bond; the unsubscribes a disconnection reports are not changes.
+    func rememberSubscription(_ configuration: GATTClientConfiguration, of handle: ATTHandle, on connection: DeviceConnection) {
+        guard connection.security.isBonded, connection.isOpen, connection.le.l2cap.isOpen else { return }
+        bonds.update(peer: connection.peer) { bond in
+            bond.cccdValues[handle.rawValue] = configuration.isEmpty ? nil : configuration.rawValue
+        }
+    }
+
+    /// The database changed: bonded clients that asked for Service Changed and are not
+    /// connected hear of it when they come back.
+    func databaseChangedForAbsentBonds() {
+        let scHandle = gattServer.serviceChangedHandle.rawValue
+        let present = connections.values.compactMap { $0.security.isBonded ? bonds.bond(for: $0.peer)?.peerIdentity : nil }
+        for bond in bonds.bonds where !present.contains(bond.peerIdentity) {
+            guard let bits = bond.cccdValues[scHandle], GATTClientConfiguration(rawValue: bits).contains(.indication) else { continue }
+            bonds.update(peer: bond.peerIdentity) { $0.serviceChangedPending = true }
+        }
+    }
+
+    /// A bonded client is back on an encrypted link: its subscriptions return, and a Service
+    /// Changed it missed is indicated (the whole range: what changed meanwhile is not kept).
+    func restoreBondState(on connection: DeviceConnection) {
+        guard let bond = bonds.bond(for: connection.peer) else { return }
+        var configurations: [ATTHandle: GATTClientConfiguration] = [:]
+        for (handle, bits) in bond.cccdValues { configurations[ATTHandle(handle)] = GATTClientConfiguration(rawValue: bits) }
+        if !configurations.isEmpty { gattServer.restoreClientConfigurations(configurations, for: connection.serverConnection) }
+        if bond.serviceChangedPending {
+            gattServer.indicateServiceChanged(ATTHandle(0x0001)...ATTHandle(0xFFFF), to: connection.serverConnection)
+            bonds.update(peer: connection.peer) { $0.serviceChangedPending = false }
+        }
+    }
+
+    /// A new bond keeps what the client had already subscribed to on this link.
+    func rememberSubscriptions(of connection: DeviceConnection) {
+        let configurations = gattServer.clientConfigurations(for: connection.serverConnection)
+        guard !configurations.isEmpty else { return }
+        bonds.update(peer: connection.peer) { bond in
+            for (handle, configuration) in configurations { bond.cccdValues[handle.rawValue] = configuration.rawValue }
+        }
+    }
 
     /// The key to encrypt with as central on a link to this peer.
     func bondKey(for connection: DeviceConnection) -> SMPLongTermKey? {
@@ -337,6 +381,7 @@ extension HostDevice: SecurityManagerDelegate {
                     try bonds.save(outcome, peer: connection.peer)
                     connection.security.isBonded = true
                     connection.serverConnection.hasEncryptionKey = true
+                    rememberSubscriptions(of: connection)
                 } catch {
                     // A weaker key than the bond's: this link uses it, the bond keeps its own.
                     log?("new keys for \(connection.peer) not stored: \(error)")
