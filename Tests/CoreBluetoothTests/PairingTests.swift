@@ -234,6 +234,35 @@ private final class PairingRig: @unchecked Sendable {
     }
 }
 
+@Suite struct LinuxBondTests {
+    @Test func pairingUpFrontListsTheBondOnBothSidesAndForgettingItMeansPairingAgain() throws {
+        let rig = try PairingRig()
+        let agent = ScriptedPairingAgent(.noInputNoOutput)
+        rig.central.linuxPairingAgent = agent
+        let peripheral = try rig.connect()
+        let result = Locked<String?>(nil)
+        rig.central.linuxPair(peripheral) { error in result.withLock { $0 = error.map { "\($0)" } ?? "paired" } }
+        #expect(rig.wait { result.current != nil })
+        #expect(result.current == "paired")
+        let bonds = rig.central.linuxBonds
+        #expect(bonds.count == 1)
+        #expect(bonds.first?.identifier == peripheral.identifier)
+        #expect(bonds.first?.isSecureConnections == true && bonds.first?.keySize == 16)
+        #expect(bonds.first?.isAuthenticated == false)
+        #expect(rig.peripheralManager.linuxBonds.count == 1)
+
+        // The central forgets the peripheral: a protected read pairs again.
+        #expect(rig.central.linuxRemoveBond(peripheral.identifier))
+        #expect(rig.central.linuxBonds.isEmpty)
+        #expect(!rig.central.linuxRemoveBond(peripheral.identifier))
+        rig.disconnect(peripheral)
+        let again = try rig.connect()
+        let secret = try rig.secret(of: again)
+        #expect(rig.read(secret, on: again) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
+        #expect(agent.requests == [.confirmPairing, .confirmPairing])
+    }
+}
+
 extension Data {
     fileprivate var hexString: String { map { String(format: "%02x", $0) }.joined() }
 }
