@@ -83,7 +83,7 @@ let package = Package(
         // bearer, GATT client and server connection; merged scans, connection ownership,
         // advertising sets, merged services.
         .target(name: "HostDevice", dependencies: [
-            "HCI", "HCIDriver", "HCITransport", "HostStack", "L2CAP", "ATT", "GATT", "Scheduling", "SMP", "LECrypto",
+            "HCI", "HCIDriver", "HCITransport", "HostStack", "L2CAP", "ATT", "GATT", "Scheduling", "SMP", "LECrypto", "Bonding",
         ]),
         // The role services over the host device (central now; the peripheral role next): what
         // an API client asks and hears, in plain values (addresses, handles, bytes), the boundary
@@ -105,7 +105,7 @@ let package = Package(
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
         .target(name: "CoreBluetooth", dependencies: [
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
-            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP",
+            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding",
         ]),
 
         // cbtool's commands (demo, scan, explore, read/write/subscribe, simulate, radio, and the
@@ -135,6 +135,7 @@ let package = Package(
         // The host device's client rules, with virtual controllers on a virtual radio.
         .testTarget(name: "HostDeviceTests", dependencies: [
             "HostDevice", "HostStack", "GATT", "ATT", "HCI", "HCITransport", "Scheduling", "VirtualController", "SMP",
+            "Bonding",
         ]),
         .testTarget(name: "HostStackTests", dependencies: [
             "HostStack", "L2CAP", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",

@@ -50,9 +50,10 @@ public final class BondStore: @unchecked Sendable {
     /// The controller's identity address whose bonds these are.
     public let controllerIdentity: LEAddress
     /// The store's file.
-    public let fileURL: URL
-    /// The directory holding the store's file.
-    public var directory: URL { fileURL.deletingLastPathComponent() }
+    /// The store's file; nil for a store kept in memory only.
+    public let fileURL: URL?
+    /// The directory holding the store's file; nil in memory.
+    public var directory: URL? { fileURL?.deletingLastPathComponent() }
 
     private struct State {
         var bonds: [LEAddress: Bond] = [:]
@@ -89,6 +90,14 @@ public final class BondStore: @unchecked Sendable {
         try Self.makeDirectory(directory, tighten: isDefault)
         removeStaleTemporaryFiles()
         load()
+    }
+
+    /// A store that keeps its bonds in memory only, for the life of the process: what a
+    /// simulated controller, whose identity does not outlive the process, is given.
+    public init(inMemoryFor controllerIdentity: LEAddress, log: (@Sendable (String) -> Void)? = nil) {
+        self.controllerIdentity = Bond.identity(of: controllerIdentity)
+        self.log = log
+        fileURL = nil
     }
 
     /// Where stores live when no directory is given: `$CB_BOND_DIR`, else
@@ -289,7 +298,7 @@ public final class BondStore: @unchecked Sendable {
     /// Under the lock: queues a write unless one is queued that has not yet taken its
     /// snapshot (it will see this change too).
     private func scheduleWrite(_ state: inout State) {
-        guard !state.writeQueued else { return }
+        guard fileURL != nil, !state.writeQueued else { return }
         state.writeQueued = true
         writer.async { self.write() }
     }
@@ -307,13 +316,15 @@ public final class BondStore: @unchecked Sendable {
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            guard let fileURL else { return }
             try AtomicFile.write(try encoder.encode(file), to: fileURL)
         } catch {
-            log?("bond store: could not save \(fileURL.path): \(error)")
+            log?("bond store: could not save \(fileURL?.path ?? "?"): \(error)")
         }
     }
 
     private func load() {
+        guard let fileURL else { return }
         let path = fileURL.path
         guard FileManager.default.fileExists(atPath: path) else { return }
         let file: StoreFile
@@ -355,6 +366,7 @@ public final class BondStore: @unchecked Sendable {
     /// Renames the unreadable store to `<name>.corrupt-<UTC time>` (kept for a person to look
     /// at); the store starts empty.
     private func moveAside(reason: String) {
+        guard let fileURL else { return }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime, .withTimeZone]
         let base = "\(fileURL.path).corrupt-\(formatter.string(from: Date()))"
@@ -376,6 +388,7 @@ public final class BondStore: @unchecked Sendable {
     /// Temporary files of writers that were killed before their rename. A live process's
     /// (another store open on the same file, against the advice above) is left alone.
     private func removeStaleTemporaryFiles() {
+        guard let fileURL, let directory else { return }
         let prefix = AtomicFile.temporaryPrefix(for: fileURL)
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
         for name in names where name.hasPrefix(prefix) {

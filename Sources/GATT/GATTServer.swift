@@ -45,6 +45,10 @@ public final class GATTServer: @unchecked Sendable {
     /// service is removed).
     public var onSubscriptionChange: ((_ connection: any GATTServerConnection, _ valueHandle: ATTHandle,
                                        _ old: GATTClientConfiguration, _ new: GATTClientConfiguration) -> Void)?
+    /// The database changed over `range` (a service added or removed), after Service Changed
+    /// went to the connected clients that asked for it: the owner keeps it for bonded clients
+    /// that are away (Vol 3 Part G §7.1).
+    public var onDatabaseChanged: ((_ range: ClosedRange<ATTHandle>) -> Void)?
     /// This many updates for which `updateValue` returned false have now been handed to every
     /// connection they were waiting for (or dropped with their connection, their
     /// characteristic or its subscription). Called once per pass over the queues, not per
@@ -188,6 +192,21 @@ public final class GATTServer: @unchecked Sendable {
         for state in connectionList where state.clientConfigurations[serviceChanged]?.contains(.indication) == true {
             offerOwnUpdate(writer.bytes, serviceChanged, to: state)
         }
+        onDatabaseChanged?(range)
+    }
+
+    /// The Service Changed characteristic's value handle.
+    public var serviceChangedHandle: ATTHandle { gattService.characteristics[0].value }
+
+    /// Indicates Service Changed over `range` to one client, if it enabled indications of it:
+    /// for a bonded client back after the database changed while it was away.
+    public func indicateServiceChanged(_ range: ClosedRange<ATTHandle>, to connection: any GATTServerConnection) {
+        let state = state(for: connection)
+        guard state.clientConfigurations[serviceChangedHandle]?.contains(.indication) == true else { return }
+        var writer = ByteWriter(capacity: 4)
+        writer.u16(range.lowerBound.rawValue)
+        writer.u16(range.upperBound.rawValue)
+        offerOwnUpdate(writer.bytes, serviceChangedHandle, to: state)
     }
 
     // MARK: - Connections
@@ -291,6 +310,14 @@ public final class GATTServer: @unchecked Sendable {
         -> GATTClientConfiguration
     {
         connections[ObjectIdentifier(connection)]?.clientConfigurations[valueHandle] ?? []
+    }
+
+    /// Everything `connection` subscribed to, by characteristic value handle.
+    public func clientConfigurations(for connection: any GATTServerConnection) -> [ATTHandle: GATTClientConfiguration] {
+        guard let state = connections[ObjectIdentifier(connection)] else { return [:] }
+        var all: [ATTHandle: GATTClientConfiguration] = [:]
+        for (handle, configuration) in state.clientConfigurations { all[handle] = configuration }
+        return all
     }
 
     /// Connections subscribed (notify or indicate) to the characteristic, in the order they

@@ -1,4 +1,6 @@
 import ATT
+import Bonding
+import GATT
 import HCI
 import HostStack
 import L2CAP
@@ -190,8 +192,8 @@ extension HostDevice {
         }
         var configuration = securityConfiguration
         configuration.requireMITM = configuration.requireMITM || requireMITM
-        if configuration.localIdentity == nil, let address, let irk = localIRK {
-            configuration.localIdentity = SMPLocalIdentity(irk: irk, address: address)
+        if configuration.localIdentity == nil, let address {
+            configuration.localIdentity = SMPLocalIdentity(irk: bonds.localIRK, address: address)
         }
         let local = address ?? LEAddress(.randomDevice, .zero)
         let channel = connection.le.l2cap.securityManager!
@@ -241,6 +243,7 @@ extension HostDevice {
         connection.encryptingWith = nil
         connection.le.l2cap.securityLevel = connection.security.level
         connection.securityManagerStorage?.encryptionChanged(status: status, enabled: encrypted)
+        if encrypted, !pairing, connection.security.isBonded { restoreBondState(on: connection) }
         // A pairing ends in didFinishPairing; an encryption with a bond's key ends here.
         guard !pairing, !connection.securityWaiters.isEmpty else { return }
         if encrypted {
@@ -276,12 +279,54 @@ extension HostDevice {
 
     // MARK: Bonds
 
+    /// A bonded client's subscriptions outlive its connections (Vol 3 Part G §3.3.3.3): each
+    /// change is kept in its bond; the unsubscribes a disconnection reports are not changes.
+    func rememberSubscription(_ configuration: GATTClientConfiguration, of handle: ATTHandle, on connection: DeviceConnection) {
+        guard connection.security.isBonded, connection.isOpen, connection.le.l2cap.isOpen else { return }
+        bonds.update(peer: connection.peer) { bond in
+            bond.cccdValues[handle.rawValue] = configuration.isEmpty ? nil : configuration.rawValue
+        }
+    }
+
+    /// The database changed: bonded clients that asked for Service Changed and are not
+    /// connected hear of it when they come back.
+    func databaseChangedForAbsentBonds() {
+        let scHandle = gattServer.serviceChangedHandle.rawValue
+        let present = connections.values.compactMap { $0.security.isBonded ? bonds.bond(for: $0.peer)?.peerIdentity : nil }
+        for bond in bonds.bonds where !present.contains(bond.peerIdentity) {
+            guard let bits = bond.cccdValues[scHandle], GATTClientConfiguration(rawValue: bits).contains(.indication) else { continue }
+            bonds.update(peer: bond.peerIdentity) { $0.serviceChangedPending = true }
+        }
+    }
+
+    /// A bonded client is back on an encrypted link: its subscriptions return, and a Service
+    /// Changed it missed is indicated (the whole range: what changed meanwhile is not kept).
+    func restoreBondState(on connection: DeviceConnection) {
+        guard let bond = bonds.bond(for: connection.peer) else { return }
+        var configurations: [ATTHandle: GATTClientConfiguration] = [:]
+        for (handle, bits) in bond.cccdValues { configurations[ATTHandle(handle)] = GATTClientConfiguration(rawValue: bits) }
+        if !configurations.isEmpty { gattServer.restoreClientConfigurations(configurations, for: connection.serverConnection) }
+        if bond.serviceChangedPending {
+            gattServer.indicateServiceChanged(ATTHandle(0x0001)...ATTHandle(0xFFFF), to: connection.serverConnection)
+            bonds.update(peer: connection.peer) { $0.serviceChangedPending = false }
+        }
+    }
+
+    /// A new bond keeps what the client had already subscribed to on this link.
+    func rememberSubscriptions(of connection: DeviceConnection) {
+        let configurations = gattServer.clientConfigurations(for: connection.serverConnection)
+        guard !configurations.isEmpty else { return }
+        bonds.update(peer: connection.peer) { bond in
+            for (handle, configuration) in configurations { bond.cccdValues[handle.rawValue] = configuration.rawValue }
+        }
+    }
+
     /// The key to encrypt with as central on a link to this peer.
     func bondKey(for connection: DeviceConnection) -> SMPLongTermKey? {
         bond(for: connection.peer)?.centralLTK
     }
 
-    func bond(for peer: LEAddress) -> DeviceBond? {
+    func bond(for peer: LEAddress) -> Bond? {
         bonds.bond(for: peer)
     }
 
@@ -289,7 +334,27 @@ extension HostDevice {
     @discardableResult
     public func removeBond(for peer: LEAddress) -> Bool {
         assertOnLoop()
+        for connection in connections.values where connection.security.isBonded && bonds.bond(for: connection.peer)?.matches(peer) == true {
+            connection.security.isBonded = false
+            connection.serverConnection.hasEncryptionKey = false
+        }
         return bonds.removeBond(for: peer)
+    }
+
+    /// Keeps bonds in `store` from now on (the controller's persistent store); bonds made so
+    /// far in memory move into it unless it has stronger keys for the same peers.
+    public func useBondStore(_ store: BondStore) {
+        assertOnLoop()
+        for bond in bonds.bonds { try? store.store(bond) }
+        bonds = store
+    }
+
+    /// The store for this controller once its identity is known, if still the placeholder.
+    func identifyBondStore(_ identity: LEAddress) {
+        guard bonds.fileURL == nil, bonds.controllerIdentity.address == .zero else { return }
+        let store = BondStore(inMemoryFor: identity, log: log)
+        for bond in bonds.bonds { try? store.store(bond) }
+        bonds = store
     }
 }
 
@@ -312,9 +377,14 @@ extension HostDevice: SecurityManagerDelegate {
             connection.le.l2cap.securityLevel = outcome.linkKeySecurity
             if let identity = outcome.peerIdentityAddress { connection.security.peerIdentity = identity }
             if outcome.bonded {
-                if bonds.save(outcome, peer: connection.peer) {
+                do {
+                    try bonds.save(outcome, peer: connection.peer)
                     connection.security.isBonded = true
                     connection.serverConnection.hasEncryptionKey = true
+                    rememberSubscriptions(of: connection)
+                } catch {
+                    // A weaker key than the bond's: this link uses it, the bond keeps its own.
+                    log?("new keys for \(connection.peer) not stored: \(error)")
                 }
             }
             log?("paired with \(connection.peer) (\(outcome.method), \(outcome.bonded ? "bonded" : "not bonded"))")
@@ -358,13 +428,3 @@ struct PairingFailures {
     var retryAfter: LoopInstant
 }
 
-extension HostDevice {
-    /// 16 random octets, never all zero (a zero IRK would make every address "resolve").
-    static func randomIRK() -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        while true {
-            let irk = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            if irk.contains(where: { $0 != 0 }) { return irk }
-        }
-    }
-}

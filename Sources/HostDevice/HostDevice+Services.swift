@@ -82,10 +82,13 @@ extension HostDevice {
             client.device(self, write: requests, on: connection, respond: respond)
         }
         gattServer.onSubscriptionChange = { [weak self] serverConnection, handle, old, configuration in
-            guard let self, let connection = connection(for: serverConnection), let client = owner(of: handle) else { return }
+            guard let self, let connection = connection(for: serverConnection) else { return }
+            rememberSubscription(configuration, of: handle, on: connection)
+            guard let client = owner(of: handle) else { return }
             if !configuration.isEmpty { use(connection, by: client) }
             client.device(self, subscriptionChanged: configuration, from: old, forCharacteristic: handle, on: connection)
         }
+        gattServer.onDatabaseChanged = { [weak self] _ in self?.databaseChangedForAbsentBonds() }
         gattServer.onUpdatesHandedOver = { [weak self] count, owner in
             guard let self else { return }
             clients.first { $0.updateOwner == owner }?.client?.device(self, updatesHandedOver: count)

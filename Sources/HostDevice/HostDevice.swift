@@ -5,6 +5,7 @@ import HCIDriver
 import HCITransport
 import HostStack
 import L2CAP
+import Bonding
 import LECrypto
 import SMP
 import Scheduling
@@ -87,10 +88,9 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     @exclusivity(unchecked) public var securityConfiguration = SMPConfiguration()
     /// Answers pairing prompts on links whose owners have no agent of their own.
     @exclusivity(unchecked) public var pairingAgent: any PairingAgent = AutoAcceptPairingAgent()
-    /// This device's identity resolving key (16 octets as SMP carries it), distributed to
-    /// peers that bond with it.
-    @exclusivity(unchecked) public var localIRK: [UInt8]? = HostDevice.randomIRK()
-    @exclusivity(unchecked) var bonds = DeviceBonds()
+    /// The keys of bonded peers: in memory until ``useBondStore(_:)`` gives the device a
+    /// persistent store for its controller.
+    @exclusivity(unchecked) public internal(set) var bonds = BondStore(inMemoryFor: LEAddress(.publicDevice, .zero))
     @exclusivity(unchecked) var pairingFailures: [LEAddress: PairingFailures] = [:]
 
     @exclusivity(unchecked) public private(set) var isClosed = false
@@ -115,6 +115,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         host.start { [self] result in
             switch result {
             case .success(let info):
+                identifyBondStore(LEAddress(.publicDevice, info.address))
                 let random = LEHost.staticRandomAddress(from: info.address)
                 host.setRandomAddress(random) { [self] result in
                     switch result {

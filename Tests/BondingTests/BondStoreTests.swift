@@ -25,7 +25,7 @@ struct BondStoreTests {
         #expect(reloaded.bond(for: Fixture.peer) == bond)
         #expect(reloaded.bond(for: Fixture.randomPeer) == other)
         #expect(reloaded.localIRK == irk)
-        #expect(reloaded.fileURL.lastPathComponent == "bonds-C0FFEE000001.json")
+        #expect(reloaded.fileURL!.lastPathComponent == "bonds-C0FFEE000001.json")
     }
 
     @Test func theFileIs0600InA0700Directory() throws {
@@ -34,12 +34,12 @@ struct BondStoreTests {
         try store.store(Fixture.fullBond())
         store.flush()
         var info = stat()
-        #expect(stat(store.fileURL.path, &info) == 0)
+        #expect(stat(store.fileURL!.path, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
         #expect(stat(dir.store.path, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o700)
         // Only the store: no temporary file left behind.
-        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.store.path) == [store.fileURL.lastPathComponent])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.store.path) == [store.fileURL!.lastPathComponent])
     }
 
     @Test func theLocalIRKIsMadeOnFirstUseNonZeroAndKept() throws {
@@ -51,7 +51,7 @@ struct BondStoreTests {
         #expect(!store.removeBond(for: Fixture.peer))
         store.removeAll()
         store.flush()
-        #expect(!FileManager.default.fileExists(atPath: store.fileURL.path))
+        #expect(!FileManager.default.fileExists(atPath: store.fileURL!.path))
 
         let irk = store.localIRK
         #expect(irk.count == 16)
@@ -62,7 +62,7 @@ struct BondStoreTests {
         // Another controller identity has its own store and IRK.
         let random = LEAddress(.randomDevice, Fixture.controller.address)
         let other = try BondStore(controllerIdentity: random, directory: dir.store)
-        #expect(other.fileURL.lastPathComponent == "bonds-C0FFEE000001-random.json")
+        #expect(other.fileURL!.lastPathComponent == "bonds-C0FFEE000001-random.json")
         #expect(other.localIRK != irk)
     }
 
@@ -211,7 +211,7 @@ struct BondStoreTests {
         let bond = Fixture.fullBond()
         try store.store(bond)
         store.flush()
-        let good = try Data(contentsOf: store.fileURL)
+        let good = try Data(contentsOf: store.fileURL!)
 
         let laterVersion = String(decoding: good, as: UTF8.self)
             .replacingOccurrences(of: "\"version\" : 1", with: "\"version\" : 2")
@@ -224,7 +224,7 @@ struct BondStoreTests {
             (Data([0xFF, 0xFE, 0x00]), "not a bond store"),
         ]
         for (damaged, reason) in damages {
-            try damaged.write(to: store.fileURL)
+            try damaged.write(to: store.fileURL!)
             let log = LogLines()
             let reopened = try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, log: log.sink)
             #expect(reopened.bonds.isEmpty)
@@ -236,10 +236,10 @@ struct BondStoreTests {
                 #expect(!log.lines.joined().lowercased().contains(hex(key)))
             }
             let names = try FileManager.default.contentsOfDirectory(atPath: dir.store.path)
-            let aside = try #require(names.first { $0.hasPrefix(store.fileURL.lastPathComponent + ".corrupt-") })
+            let aside = try #require(names.first { $0.hasPrefix(store.fileURL!.lastPathComponent + ".corrupt-") })
             #expect(try Data(contentsOf: dir.store.appendingPathComponent(aside)) == damaged)
             try FileManager.default.removeItem(at: dir.store.appendingPathComponent(aside))
-            #expect(!names.contains(store.fileURL.lastPathComponent))
+            #expect(!names.contains(store.fileURL!.lastPathComponent))
 
             // It works from there.
             try reopened.store(bond)
@@ -252,8 +252,8 @@ struct BondStoreTests {
         let other = try BondStore(controllerIdentity: otherController, directory: dir.store)
         try other.store(bond)
         other.flush()
-        try FileManager.default.removeItem(at: store.fileURL)
-        try FileManager.default.moveItem(at: other.fileURL, to: store.fileURL)
+        try FileManager.default.removeItem(at: store.fileURL!)
+        try FileManager.default.moveItem(at: other.fileURL!, to: store.fileURL!)
         let log = LogLines()
         #expect(try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, log: log.sink).bonds.isEmpty)
         #expect(log.lines.first?.contains("another controller's") == true, "\(log.lines)")
@@ -265,7 +265,7 @@ struct BondStoreTests {
         try store.store(Fixture.fullBond())
         store.flush()
         // pid_max is at most 2^22 on Linux: this pid is never alive.
-        let stale = dir.store.appendingPathComponent(".\(store.fileURL.lastPathComponent).tmp-2147483646-1")
+        let stale = dir.store.appendingPathComponent(".\(store.fileURL!.lastPathComponent).tmp-2147483646-1")
         try Data("{".utf8).write(to: stale)
         #expect(try BondStore(controllerIdentity: Fixture.controller, directory: dir.store).bonds.count == 1)
         #expect(!FileManager.default.fileExists(atPath: stale.path))

@@ -59,6 +59,8 @@ struct KillTests {
         let dir = try TemporaryDirectory()
         let controller = LEAddress(.publicDevice, BluetoothAddress("00:11:22:33:44:55")!)
         let errors = dir.url.appendingPathComponent("writer-stderr")
+        // Made here: a writer killed before it made the directory would leave none to look in.
+        try FileManager.default.createDirectory(at: dir.store, withIntermediateDirectories: true)
 
         // Long enough for a version to be written (start-up takes some of it), short enough that
         // most kills land in a write: the writer does little else.

@@ -23,6 +23,12 @@ public let CBManagerOptionLinuxPositionKey = "kCBLinuxOptionPosition"
 /// instead of `CB_SNOOP`.
 public let CBManagerOptionLinuxSnoopPathKey = "kCBLinuxOptionSnoopPath"
 
+/// **Linux extension.** The directory this manager's controller keeps its bonds in (`String`),
+/// instead of `CB_BOND_DIR` or `~/.local/state/corebluetooth-linux`. Managers sharing a
+/// controller share its bonds: the first one that names a directory chooses it. A virtual
+/// controller keeps bonds in memory unless a directory is named.
+public let CBManagerOptionLinuxBondDirectoryKey = "kCBLinuxOptionBondDirectory"
+
 // MARK: Advertising manufacturer data (beacons)
 
 /// **Linux extension.** Manufacturer-specific data for `CBPeripheralManager.startAdvertising(_:)`

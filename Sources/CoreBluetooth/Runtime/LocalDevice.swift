@@ -1,3 +1,4 @@
+import Bonding
 import Foundation
 import HCI
 import HCIDriver
@@ -46,6 +47,11 @@ final class LocalDevice: @unchecked Sendable {
     /// Whether the controller has extended advertising and scanning and a faster or longer-range
     /// PHY, once it answered (for `CBCentralManager.supports`); readable from any thread.
     let extendedScanAndConnect = Locked<Bool?>(nil)
+    /// Where bonds are kept, from the first manager that named a directory
+    /// (``CBManagerOptionLinuxBondDirectoryKey``); readable from any thread.
+    private let bondDirectory = Locked<String?>(nil)
+    /// What waits for the bond store to open (the end of `start`).
+    private var afterBondStore: (() -> Void)?
 
     private init(loop: EventLoop, radio: CBVirtualRadio?, identifiers: IdentifierStore, label: String,
                  externalSpec: TransportSpec?, snoopPath: String?, position: RadioPosition) {
@@ -66,6 +72,14 @@ final class LocalDevice: @unchecked Sendable {
     /// uses is shared; call ``release()`` when the manager goes.
     static func make(options: [String: Any]?,
                      environment: [String: String] = ProcessInfo.processInfo.environment) -> Result<LocalDevice, DeviceError> {
+        let result = choose(options: options, environment: environment)
+        if case .success(let device) = result, let directory = options?[CBManagerOptionLinuxBondDirectoryKey] as? String {
+            device.bondDirectory.withLock { $0 = $0 ?? directory }
+        }
+        return result
+    }
+
+    private static func choose(options: [String: Any]?, environment: [String: String]) -> Result<LocalDevice, DeviceError> {
         let snoop = (options?[CBManagerOptionLinuxSnoopPathKey] as? String) ?? nextEnvironmentSnoopPath(environment)
         var position = RadioPosition()
         if let xyz = options?[CBManagerOptionLinuxPositionKey] as? [Double], xyz.count >= 2 {
@@ -184,10 +198,40 @@ final class LocalDevice: @unchecked Sendable {
                     let value = info.supportsExtendedAdvertising && info.supportsExtendedScanning && phys
                     extendedScanAndConnect.withLock { $0 = value }
                 }
-                finish(.success(device))
+                openBondStore(for: device) { finish(.success(device)) }
             case .failure(let error):
                 if hostDevice === device { hostDevice = nil }
                 finish(.failure(DeviceError(description: "\(label): \(error)")))
+            }
+        }
+    }
+
+    /// Gives an external controller its persistent bond store (the manager's
+    /// ``CBManagerOptionLinuxBondDirectoryKey``, else `CB_BOND_DIR`, else
+    /// `~/.local/state/corebluetooth-linux`), opened off the loop; a virtual controller, whose
+    /// identity ends with the process, keeps bonds in memory unless `CB_BOND_DIR` names a
+    /// directory. Then `done`, on the loop.
+    private func openBondStore(for device: HostDevice, then done: @escaping () -> Void) {
+        let named = bondDirectory.current.map { URL(fileURLWithPath: $0) }
+        let explicit = named != nil || ProcessInfo.processInfo.environment["CB_BOND_DIR"].map { !$0.isEmpty } ?? false
+        guard externalSpec != nil || explicit else { return done() }
+        let identity = device.bonds.controllerIdentity
+        let deviceID = ObjectIdentifier(device)
+        // Kept on the device, on the loop, until the store is open: only the store crosses threads.
+        afterBondStore = done
+        DispatchQueue.global().async { [self] in
+            let store: BondStore?
+            do {
+                store = try BondStore(controllerIdentity: identity, directory: named, log: StackLog.sink)
+            } catch {
+                StackLog.log("bonds kept in memory only: \(error)")
+                store = nil
+            }
+            loop.execute { [self] in
+                if let store, let hostDevice, ObjectIdentifier(hostDevice) == deviceID { hostDevice.useBondStore(store) }
+                let done = afterBondStore
+                afterBondStore = nil
+                done?()
             }
         }
     }

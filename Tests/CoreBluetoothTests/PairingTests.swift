@@ -1,0 +1,268 @@
+@testable import CoreBluetooth
+import Dispatch
+import Foundation
+import Scheduling
+import TestSupport
+import Testing
+
+/// A peripheral manager answering reads of its protected characteristic with a fixed value and
+/// taking writes.
+private final class ProtectedServer: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    let log = EventLog()
+    let value = Data("secret".utf8)
+    private let written = Locked<[Data]>([])
+    var writes: [Data] { written.current }
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) { log.append("state \(peripheral.state.rawValue)") }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
+        log.append("added \(error == nil ? "ok" : "error")")
+    }
+
+    func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
+        log.append("advertising \(error == nil ? "ok" : "error")")
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveRead request: CBATTRequest) {
+        log.append("read")
+        request.value = value.subdata(in: min(request.offset, value.count)..<value.count)
+        peripheral.respond(to: request, withResult: .success)
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveWrite requests: [CBATTRequest]) {
+        written.withLock { $0 += requests.compactMap(\.value) }
+        log.append("write")
+        peripheral.respond(to: requests[0], withResult: .success)
+    }
+}
+
+/// Counts the questions it is asked and gives the answers a test sets.
+final class ScriptedPairingAgent: CBPairingAgent, @unchecked Sendable {
+    let ioCapability: CBPairingIOCapability
+    private let asked = Locked<[CBPairingRequest.Kind]>([])
+    private let methods = Locked<[CBPairingMethod]>([])
+    /// The passkey to type when asked; nil rejects.
+    let passkey: UInt32?
+    /// A passkey this agent showed, for a peer's agent to type.
+    let shown = Locked<UInt32?>(nil)
+
+    init(_ ioCapability: CBPairingIOCapability, passkey: UInt32? = nil) {
+        self.ioCapability = ioCapability
+        self.passkey = passkey
+    }
+
+    var requests: [CBPairingRequest.Kind] { asked.current }
+    var methodsSeen: [CBPairingMethod] { methods.current }
+
+    func handle(_ request: CBPairingRequest) {
+        asked.withLock { $0.append(request.kind) }
+        methods.withLock { $0.append(request.method) }
+        switch request.kind {
+        case .confirmPairing, .confirmNumber: request.accept()
+        case .displayPasskey(let value):
+            shown.withLock { $0 = value }
+            request.accept()
+        case .enterPasskey:
+            if let passkey { request.enterPasskey(passkey) } else { request.reject() }
+        case .outOfBandData: request.reject()
+        }
+    }
+}
+
+private let serviceUUID = CBUUID(string: "5E5E0001-0000-1000-8000-00805F9B34FB")
+private let secretUUID = CBUUID(string: "5E5E0002-0000-1000-8000-00805F9B34FB")
+
+/// A peripheral manager publishing an encryption-required characteristic and a central, both
+/// through Apple's API on one virtual radio: iOS pairs on its own when a request needs it.
+private final class PairingRig: @unchecked Sendable {
+    let radio = CBVirtualRadio(clock: .virtual)
+    let server = ProtectedServer()
+    let recorder = CentralRecorder()
+    let peripheralManager: CBPeripheralManager
+    let central: CBCentralManager
+
+    init(permissions: CBAttributePermissions = [.readEncryptionRequired, .writeEncryptionRequired]) throws {
+        let (radio, server, recorder) = (radio, server, recorder)
+        peripheralManager = CBVirtualRadio.withCurrent(radio) {
+            CBPeripheralManager(delegate: server, queue: DispatchQueue(label: "pairing peripheral"))
+        }
+        central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: recorder, queue: recorder.queue) }
+        guard radio.run(until: { server.log.contains("state 5") && recorder.log.contains("state 5") }, timeout: .seconds(5)) else {
+            throw RawDeviceError("managers did not power on")
+        }
+        let service = CBMutableService(type: serviceUUID, primary: true)
+        service.characteristics = [
+            CBMutableCharacteristic(type: secretUUID, properties: [.read, .write], value: nil, permissions: permissions)
+        ]
+        peripheralManager.add(service)
+        peripheralManager.startAdvertising([CBAdvertisementDataLocalNameKey: "Vault", CBAdvertisementDataServiceUUIDsKey: [serviceUUID]])
+        guard radio.run(until: { server.log.contains("advertising ok") }, timeout: .seconds(5)) else {
+            throw RawDeviceError("no advertising")
+        }
+    }
+
+    @discardableResult
+    func wait(_ condition: @escaping () -> Bool, timeout: Duration = .seconds(60)) -> Bool {
+        let condition = Unchecked(condition)
+        return radio.run(until: { condition.value() }, timeout: timeout)
+    }
+
+    func connect() throws -> CBPeripheral {
+        central.scanForPeripherals(withServices: [serviceUUID])
+        guard wait({ [recorder] in recorder.discovered(named: "Vault") != nil }), let peripheral = recorder.discovered(named: "Vault") else {
+            throw RawDeviceError("no discovery")
+        }
+        central.stopScan()
+        central.connect(peripheral)
+        guard wait({ peripheral.state == .connected }) else { throw RawDeviceError("no connection") }
+        return peripheral
+    }
+
+    func secret(of peripheral: CBPeripheral) throws -> CBCharacteristic {
+        let before = recorder.log.count(prefix: "characteristics")
+        peripheral.discoverServices([serviceUUID])
+        guard wait({ peripheral.services?.first != nil }), let service = peripheral.services?.first else {
+            throw RawDeviceError("no service")
+        }
+        peripheral.discoverCharacteristics([secretUUID], for: service)
+        guard wait({ [recorder] in recorder.log.count(prefix: "characteristics") > before }),
+              let characteristic = service.characteristics?.first else { throw RawDeviceError("no characteristic") }
+        return characteristic
+    }
+
+    /// Reads and returns the log entry of the answer.
+    func read(_ characteristic: CBCharacteristic, on peripheral: CBPeripheral) -> String? {
+        let key = "value \(secretUUID.uuidString)"
+        let before = recorder.log.count(prefix: key)
+        peripheral.readValue(for: characteristic)
+        guard wait({ [recorder] in recorder.log.count(prefix: key) > before }) else { return nil }
+        return recorder.log.all.last { $0.hasPrefix(key) }
+    }
+
+    func disconnect(_ peripheral: CBPeripheral) {
+        central.cancelPeripheralConnection(peripheral)
+        wait { peripheral.state == .disconnected }
+    }
+}
+
+@Suite struct PairingTests {
+    @Test func aProtectedCharacteristicIsReadAndWrittenWithNoPairingCallThenAgainOverTheBond() throws {
+        let rig = try PairingRig()
+        let agent = ScriptedPairingAgent(.noInputNoOutput)
+        rig.central.linuxPairingAgent = agent
+        let peripheral = try rig.connect()
+        let secret = try rig.secret(of: peripheral)
+        // The read needs encryption: the central pairs (Just Works) and retries, transparently.
+        #expect(rig.read(secret, on: peripheral) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
+        #expect(agent.requests == [.confirmPairing])
+        #expect(agent.methodsSeen == [.justWorks])
+        peripheral.writeValue(Data([1, 2, 3]), for: secret, type: .withResponse)
+        #expect(rig.wait { rig.recorder.log.contains("wrote \(secretUUID.uuidString)") })
+        #expect(rig.server.writes == [Data([1, 2, 3])])
+
+        // Reconnected, the bond's key encrypts the link: no second pairing.
+        rig.disconnect(peripheral)
+        let again = try rig.connect()
+        let secretAgain = try rig.secret(of: again)
+        #expect(rig.read(secretAgain, on: again) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
+        #expect(agent.requests == [.confirmPairing])
+    }
+
+    @Test func aPeripheralRequiringMITMThatJustWorksCannotGiveEndsTheReadInAnError() throws {
+        let rig = try PairingRig(permissions: [.readEncryptionRequired])
+        // Apple's permissions cannot ask for MITM; the peripheral's device policy can.
+        let device = try #require(rig.peripheralManager.device)
+        let set = Locked(false)
+        device.loop.execute {
+            device.hostDevice?.securityConfiguration.requireMITM = true
+            set.withLock { $0 = true }
+        }
+        rig.radio.run(for: .milliseconds(10))
+        #expect(set.current)
+        let agent = ScriptedPairingAgent(.noInputNoOutput)
+        rig.central.linuxPairingAgent = agent
+        let peripheral = try rig.connect()
+        let secret = try rig.secret(of: peripheral)
+        // Pairing fails (Authentication Requirements): the read ends in Insufficient
+        // Authentication, as on iOS, not in a hang.
+        #expect(rig.read(secret, on: peripheral) == "value \(secretUUID.uuidString) error att 5")
+        #expect(rig.server.log.count(prefix: "read") == 0)
+    }
+
+    @Test func passkeyEntryThroughBothAgents() throws {
+        let rig = try PairingRig()
+        let display = ScriptedPairingAgent(.displayOnly)
+        rig.peripheralManager.linuxPairingAgent = display
+        // The central's user types what the peripheral shows: a test can only know it once
+        // shown, so the central's agent reads it from the other agent.
+        final class Typist: CBPairingAgent, @unchecked Sendable {
+            let display: ScriptedPairingAgent
+            let asked = Locked(0)
+            init(_ display: ScriptedPairingAgent) { self.display = display }
+            var ioCapability: CBPairingIOCapability { .keyboardOnly }
+            func handle(_ request: CBPairingRequest) {
+                asked.withLock { $0 += 1 }
+                guard case .enterPasskey = request.kind else { return request.accept() }
+                // The displaying side is asked first or at the same time; poll briefly.
+                DispatchQueue.global().async {
+                    for _ in 0..<500 {
+                        if let shown = self.display.shown.current { return request.enterPasskey(shown) }
+                        usleep(1000)
+                    }
+                    request.reject()
+                }
+            }
+        }
+        let typist = Typist(display)
+        rig.central.linuxPairingAgent = typist
+        let peripheral = try rig.connect()
+        let secret = try rig.secret(of: peripheral)
+        #expect(rig.read(secret, on: peripheral) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
+        #expect(display.methodsSeen == [.passkeyDisplay])
+    }
+
+    @Test func aWrongPasskeyFailsTheReadAndStoresNothing() throws {
+        let rig = try PairingRig()
+        rig.peripheralManager.linuxPairingAgent = ScriptedPairingAgent(.displayOnly)
+        let typist = ScriptedPairingAgent(.keyboardOnly, passkey: 1_000_000 - 1)
+        rig.central.linuxPairingAgent = typist
+        let peripheral = try rig.connect()
+        let secret = try rig.secret(of: peripheral)
+        let answer = rig.read(secret, on: peripheral)
+        #expect(answer?.hasSuffix("error att 5") == true || answer?.hasSuffix("error att 15") == true, "\(answer ?? "nil")")
+        #expect(typist.requests == [.enterPasskey])
+    }
+}
+
+@Suite struct LinuxBondTests {
+    @Test func pairingUpFrontListsTheBondOnBothSidesAndForgettingItMeansPairingAgain() throws {
+        let rig = try PairingRig()
+        let agent = ScriptedPairingAgent(.noInputNoOutput)
+        rig.central.linuxPairingAgent = agent
+        let peripheral = try rig.connect()
+        let result = Locked<String?>(nil)
+        rig.central.linuxPair(peripheral) { error in result.withLock { $0 = error.map { "\($0)" } ?? "paired" } }
+        #expect(rig.wait { result.current != nil })
+        #expect(result.current == "paired")
+        let bonds = rig.central.linuxBonds
+        #expect(bonds.count == 1)
+        #expect(bonds.first?.identifier == peripheral.identifier)
+        #expect(bonds.first?.isSecureConnections == true && bonds.first?.keySize == 16)
+        #expect(bonds.first?.isAuthenticated == false)
+        #expect(rig.peripheralManager.linuxBonds.count == 1)
+
+        // The central forgets the peripheral: a protected read pairs again.
+        #expect(rig.central.linuxRemoveBond(peripheral.identifier))
+        #expect(rig.central.linuxBonds.isEmpty)
+        #expect(!rig.central.linuxRemoveBond(peripheral.identifier))
+        rig.disconnect(peripheral)
+        let again = try rig.connect()
+        let secret = try rig.secret(of: again)
+        #expect(rig.read(secret, on: again) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
+        #expect(agent.requests == [.confirmPairing, .confirmPairing])
+    }
+}
+
+extension Data {
+    fileprivate var hexString: String { map { String(format: "%02x", $0) }.joined() }
+}
