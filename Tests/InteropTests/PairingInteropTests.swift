@@ -112,6 +112,9 @@ struct PairingInteropTests {
         let controllers: PeerProcess
         let bumble: PeerProcess
         let capture: String
+        /// Bonds of an external controller persist (by its address, the same Bumble gives every
+        /// run): each test keeps them in a fresh directory, not the user's.
+        let bondDirectory = temporaryPath("bonds")
         let recorder = CentralRecorder()
         var central: CBCentralManager?
         var peripheral: CBPeripheral!
@@ -130,6 +133,7 @@ struct PairingInteropTests {
             check(bumble.waitFor("ADVERTISING"), "Bumble not advertising")
             central = CBCentralManager(delegate: recorder, queue: recorder.queue, options: [
                 CBManagerOptionLinuxTransportKey: "tcp:127.0.0.1:\(ports[0])", CBManagerOptionLinuxSnoopPathKey: capture,
+                CBManagerOptionLinuxBondDirectoryKey: bondDirectory,
             ])
             if let agent { central?.linuxPairingAgent = agent }
             do {
@@ -193,7 +197,11 @@ struct PairingInteropTests {
             finished = true
         }
 
+        /// Our side's bonds (never their keys).
+        var bonds: [CBLinuxBond] { central?.linuxBonds ?? [] }
+
         func stop() {
+            try? FileManager.default.removeItem(atPath: bondDirectory)
             let failed = !ok || !finished
             controllers.stop(failed: failed)
             bumble.stop(failed: failed)
@@ -220,6 +228,7 @@ struct PairingInteropTests {
         rig.check(try rig.read(Self.encrypted), "value \(Self.encrypted.uuidString) \(Self.encryptedValue.hex)")
         rig.check(try rig.characteristic(Self.encrypted).value, Self.encryptedValue)
         rig.check(rig.bumble.line(startingWith: "PAIRED"), "PAIRED sc 0", "Bumble's pairing")
+        rig.check(rig.bonds.map { [$0.isSecureConnections, $0.isAuthenticated] }, [[true, false]], "our bond (SC, MITM)")
         try rig.finish { frames in
             rig.check(try frames.count("btsmp.opcode == 0x01"), 1, "Pairing Requests")
             rig.check(try frames.count("btsmp.opcode == 0x0c"), 2, "Pairing Public Keys (LE Secure Connections)")
@@ -245,6 +254,8 @@ struct PairingInteropTests {
         rig.check((error as? CBATTError)?.code == .insufficientAuthentication, "error \(String(describing: error))")
         rig.check(rig.peripheral.state, .connected, "the link")
         rig.check(!agent.log.all.contains("enter"), "agent asked for a passkey: \(agent.log.all)")
+        // Just Works was all a NoInputNoOutput side could do: bonded, unauthenticated.
+        rig.check(rig.bonds.map(\.isAuthenticated), [false], "our bond's MITM protection")
         try rig.finish()
     }
 
@@ -262,6 +273,7 @@ struct PairingInteropTests {
         rig.check(try rig.read(Self.authenticated), "value \(Self.authenticated.uuidString) \(Self.hex("mitm value"))")
         rig.check(agent.log.all, ["enter"], "agent requests")
         rig.check(rig.bumble.line(startingWith: "PAIRED"), "PAIRED sc 1", "Bumble's pairing")
+        rig.check(rig.bonds.map { [$0.isSecureConnections, $0.isAuthenticated] }, [[true, true]], "our bond (SC, MITM)")
         try rig.finish { frames in
             // Passkey Entry: 20 rounds of Pairing Confirm and Pairing Random each way.
             rig.check(try frames.count("btsmp.opcode == 0x03"), 40, "Pairing Confirms")
@@ -275,6 +287,7 @@ struct PairingInteropTests {
         defer { rig.stop() }
         rig.check(try rig.read(Self.encrypted), "value \(Self.encrypted.uuidString) \(Self.encryptedValue.hex)")
         rig.check(rig.bumble.line(startingWith: "PAIRED"), "PAIRED legacy 0", "Bumble's pairing")
+        rig.check(rig.bonds.map { [$0.isSecureConnections, $0.isAuthenticated] }, [[false, false]], "our bond (SC, MITM)")
         try rig.finish { frames in
             rig.check(try frames.count("btsmp.opcode == 0x01"), 1, "Pairing Requests")
             rig.check(try frames.count("btsmp.opcode == 0x0c"), 0, "Pairing Public Keys (none in legacy pairing)")
@@ -304,6 +317,7 @@ struct PairingInteropTests {
         let again = try rig.read(Self.encrypted)
         rig.check(again.contains(" error "), "second read: \(again)")
         rig.check(rig.bumble.count(prefix: "PAIRED"), 0, "Bumble's completed pairings")
+        rig.check(rig.bonds, [], "our bonds")
         try rig.finish { frames in
             rig.check(try frames.count("btsmp.opcode == 0x05") >= 1, "no Pairing Failed")
             rig.check(try frames.count("bthci_cmd.opcode == 0x2019"), 0, "LE Enable Encryption commands (no key was kept)")
@@ -327,6 +341,7 @@ struct PairingInteropTests {
         rig.check(try rig.read(Self.encrypted), "value \(Self.encrypted.uuidString) \(Self.encryptedValue.hex)")
         rig.check(rig.bumble.count(prefix: "PAIRED"), 1, "Bumble's pairings")
         rig.check(rig.bumble.count(prefix: "ENCRYPTED 1"), 2, "Bumble's encryptions")
+        rig.check(rig.bonds.count, 1, "our bonds")
         rig.check(agent.log.count(prefix: "confirm") <= 1, "agent requests: \(agent.log.all)")
         try rig.finish { frames in
             let connections = try frames.numbers("bthci_evt.le_meta_subevent == 0x01 || bthci_evt.le_meta_subevent == 0x0a")
@@ -357,11 +372,14 @@ struct PairingInteropTests {
         checks.check(controllers.waitFor("READY"), "controllers not ready")
 
         let capture = temporaryPath("pairing-peripheral.btsnoop")
+        let bondDirectory = temporaryPath("bonds")
+        defer { try? FileManager.default.removeItem(atPath: bondDirectory) }
         defer { if !checks.ok || !finished { Issue.record("capture \(capture)") } else { try? FileManager.default.removeItem(atPath: capture) } }
         let delegate = InteropPeripheral()
         let agent = InteropPairingAgent(.noInputNoOutput)
         var manager: CBPeripheralManager? = CBPeripheralManager(delegate: delegate, queue: delegate.queue, options: [
             CBManagerOptionLinuxTransportKey: "tcp:127.0.0.1:\(ports[0])", CBManagerOptionLinuxSnoopPathKey: capture,
+            CBManagerOptionLinuxBondDirectoryKey: bondDirectory,
         ])
         manager?.linuxPairingAgent = agent
         checks.wait({ delegate.log.contains("state 5") }, "powered on")
@@ -409,6 +427,7 @@ struct PairingInteropTests {
         checks.check(bumble.command("encrypt", expect: "ENCRYPTED 1"), "Bumble's encryption with the bond")
         checks.check(bumble.command("read \(cached)", expect: "READ \(cached) \(Self.hex("secret"))"), "cached read after encrypting")
         checks.check(bumble.count(prefix: "PAIRED"), 1, "Bumble's pairings")
+        checks.check(manager?.linuxBonds.map(\.isSecureConnections), [secureConnections], "our bond (SC)")
 
         manager = nil
         try checks.checkCapture(capture, connections: false)
