@@ -85,13 +85,15 @@ class Checks: @unchecked Sendable {
               sourceLocation: sourceLocation)
     }
 
-    /// The capture's frames tshark finds malformed (none allowed) and that it holds SMP.
-    func checkCapture(_ path: String, connections: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    /// The capture's frames tshark finds malformed (none allowed) and whether it holds SMP.
+    func checkCapture(_ path: String, connections: Bool = true, smp: Bool = true,
+                      sourceLocation: SourceLocation = #_sourceLocation) throws {
         let result = try connections ? Tshark.checkEachConnection(capture: path) : Tshark.check(capture: path)
         check(result.malformedSent.isEmpty, "malformed frames we sent: \(result.malformedSent)", sourceLocation: sourceLocation)
         check(result.malformedReceived.isEmpty, "malformed frames we received: \(result.malformedReceived)",
               sourceLocation: sourceLocation)
-        check(result.frameProtocols.contains { $0.hasSuffix(":btsmp") }, "no SMP in the capture", sourceLocation: sourceLocation)
+        check(result.frameProtocols.contains { $0.hasSuffix(":btsmp") } == smp, "SMP in the capture: \(!smp)",
+              sourceLocation: sourceLocation)
     }
 }
 
@@ -111,7 +113,12 @@ struct PairingInteropTests {
     final class CentralRig: Checks, @unchecked Sendable {
         let controllers: PeerProcess
         let bumble: PeerProcess
-        let capture: String
+        let name: String
+        let transport: String
+        let agent: InteropPairingAgent?
+        /// The current manager's capture; `restart()` starts another.
+        private(set) var capture: String
+        private var earlierCaptures: [String] = []
         /// Bonds of an external controller persist (by its address, the same Bumble gives every
         /// run): each test keeps them in a fresh directory, not the user's.
         let bondDirectory = temporaryPath("bonds")
@@ -128,32 +135,50 @@ struct PairingInteropTests {
             bumble = try PeerProcess(script: "bumble_pairing_peripheral.py",
                                      arguments: ["tcp-client:127.0.0.1:\(ports[1])", name, "F0:F1:F2:F3:F4:F7"] + bumbleOptions)
             capture = temporaryPath("pairing-\(name).btsnoop")
+            self.name = name
+            transport = "tcp:127.0.0.1:\(ports[0])"
+            self.agent = agent
             super.init()
             check(ready, "controllers not ready")
             check(bumble.waitFor("ADVERTISING"), "Bumble not advertising")
-            central = CBCentralManager(delegate: recorder, queue: recorder.queue, options: [
-                CBManagerOptionLinuxTransportKey: "tcp:127.0.0.1:\(ports[0])", CBManagerOptionLinuxSnoopPathKey: capture,
-                CBManagerOptionLinuxBondDirectoryKey: bondDirectory,
-            ])
-            if let agent { central?.linuxPairingAgent = agent }
             do {
-                try connect(name: name)
+                try start()
             } catch {
                 stop()
                 throw error
             }
         }
 
-        /// Scans for the peer by name, connects, discovers the test service's characteristics.
-        private func connect(name: String) throws {
-            let recorder = recorder
-            wait({ recorder.log.contains("state 5") }, "powered on")
+        /// A manager on the controller (bonds in `bondDirectory`): scans for the peer by name,
+        /// connects, discovers the test service's characteristics.
+        private func start() throws {
+            let recorder = recorder, name = name
+            let powered = recorder.log.count(of: "state 5")
+            central = CBCentralManager(delegate: recorder, queue: recorder.queue, options: [
+                CBManagerOptionLinuxTransportKey: transport, CBManagerOptionLinuxSnoopPathKey: capture,
+                CBManagerOptionLinuxBondDirectoryKey: bondDirectory,
+            ])
+            if let agent { central?.linuxPairingAgent = agent }
+            wait({ recorder.log.count(of: "state 5") == powered + 1 }, "powered on")
             central?.scanForPeripherals(withServices: nil)
             wait({ recorder.discovered(named: name) != nil }, "discovered \(name)")
             let found: CBPeripheral = try #require(recorder.discovered(named: name))
             peripheral = found
             central?.stopScan()
             try reconnect()
+        }
+
+        /// Ends the manager (its links close) and starts another on the same controller and bond
+        /// directory, connected to the peer; its traffic goes to a new capture.
+        func restart() throws {
+            central = nil
+            peripheral = nil
+            check(bumble.waitFor("DISCONNECTED"), "Bumble saw no disconnection")
+            try checkCapture(capture)
+            earlierCaptures.append(capture)
+            capture = temporaryPath("pairing-\(name)-\(earlierCaptures.count + 1).btsnoop")
+            recorder.forget()
+            try start()
         }
 
         /// Connects (again) and discovers the test service.
@@ -189,10 +214,10 @@ struct PairingInteropTests {
         }
 
         /// Ends the manager (the capture is complete then) and checks the capture.
-        func finish(_ checks: (CaptureFrames) throws -> Void = { _ in }) throws {
+        func finish(smp: Bool = true, _ checks: (CaptureFrames) throws -> Void = { _ in }) throws {
             central = nil
             peripheral = nil
-            try checkCapture(capture)
+            try checkCapture(capture, smp: smp)
             try checks(try CaptureFrames(capture))
             finished = true
         }
@@ -205,12 +230,14 @@ struct PairingInteropTests {
             let failed = !ok || !finished
             controllers.stop(failed: failed)
             bumble.stop(failed: failed)
-            if failed {
-                Issue.record("capture \(capture) (`tshark -r FILE -Y btsmp -V`)")
-            } else if ProcessInfo.processInfo.environment["INTEROP_KEEP_CAPTURES"] != nil {
-                print("capture \(capture)")
-            } else {
-                try? FileManager.default.removeItem(atPath: capture)
+            for capture in earlierCaptures + [capture] {
+                if failed {
+                    Issue.record("capture \(capture) (`tshark -r FILE -Y btsmp -V`)")
+                } else if ProcessInfo.processInfo.environment["INTEROP_KEEP_CAPTURES"] != nil {
+                    print("capture \(capture)")
+                } else {
+                    try? FileManager.default.removeItem(atPath: capture)
+                }
             }
         }
     }
@@ -352,6 +379,26 @@ struct PairingInteropTests {
                       "LE Enable Encryption on the second connection")
             rig.check(try frames.numbers("bthci_evt.code == 0x08").filter { $0 > second }.count, 1,
                       "Encryption Change on the second connection")
+        }
+    }
+
+    /// 7, across managers: the bond is in the bond directory, so a new manager on the same
+    /// controller (an app restarted) encrypts with it without pairing.
+    @Test func bondOutlivesTheManager() throws {
+        let rig = try CentralRig(name: "PairKeep", bumbleOptions: [], agent: nil)
+        defer { rig.stop() }
+        rig.check(try rig.read(Self.encrypted), "value \(Self.encrypted.uuidString) \(Self.encryptedValue.hex)")
+        rig.check(rig.bumble.waitFor("PAIRED sc 0"), "Bumble's pairing")
+        try rig.restart()
+        rig.check(rig.bonds.count, 1, "our bonds, read back")
+        rig.check(try rig.read(Self.encrypted), "value \(Self.encrypted.uuidString) \(Self.encryptedValue.hex)")
+        rig.check(rig.bumble.count(prefix: "PAIRED"), 1, "Bumble's pairings")
+        rig.check(rig.bumble.count(prefix: "ENCRYPTED 1"), 2, "Bumble's encryptions")
+        // No SMP at all on the new manager's link.
+        try rig.finish(smp: false) { frames in
+            rig.check(try frames.count("btsmp.opcode == 0x01"), 0, "Pairing Requests from the new manager")
+            rig.check(try frames.count("bthci_cmd.opcode == 0x2019"), 1, "LE Enable Encryption from the new manager")
+            rig.check(try frames.count("bthci_evt.code == 0x08"), 1, "Encryption Change for the new manager")
         }
     }
 
