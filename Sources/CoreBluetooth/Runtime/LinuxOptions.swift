@@ -37,6 +37,11 @@ public let CBManagerOptionLinuxBondDirectoryKey = "kCBLinuxOptionBondDirectory"
 /// one that asks turns it on. Peers' private addresses are resolved whatever this says.
 public let CBManagerOptionLinuxPrivacyKey = "kCBLinuxOptionPrivacy"
 
+/// **Linux extension.** The smallest encryption key size pairing accepts, 7–16 bytes
+/// (`Int`). 16 by default, against key-size downgrades; lower it only for old devices that
+/// cannot do 16. Managers sharing a controller share it: the first one that names it sets it.
+public let CBManagerOptionLinuxMinimumKeySizeKey = "kCBLinuxOptionMinimumKeySize"
+
 // MARK: Advertising manufacturer data (beacons)
 
 /// **Linux extension.** Manufacturer-specific data for `CBPeripheralManager.startAdvertising(_:)`

@@ -53,6 +53,9 @@ final class LocalDevice: @unchecked Sendable {
     /// The resolvable private address rotation, when a manager asked for privacy
     /// (``CBManagerOptionLinuxPrivacyKey``); readable from any thread.
     let privacyRotation = Locked<Duration?>(nil)
+    /// The smallest key size pairing accepts, when a manager named one
+    /// (``CBManagerOptionLinuxMinimumKeySizeKey``); readable from any thread.
+    let minimumKeySize = Locked<Int?>(nil)
     /// What waits for the bond store to open (the end of `start`).
     private var afterBondStore: (() -> Void)?
 
@@ -87,6 +90,10 @@ final class LocalDevice: @unchecked Sendable {
             default: nil
             }
             if let seconds { device.privacyRotation.withLock { $0 = $0 ?? .seconds(seconds) } }
+        }
+        if case .success(let device) = result, let size = (options?[CBManagerOptionLinuxMinimumKeySizeKey] as? NSNumber)?.intValue,
+           (7...16).contains(size) {
+            device.minimumKeySize.withLock { $0 = $0 ?? size }
         }
         return result
     }
@@ -201,6 +208,7 @@ final class LocalDevice: @unchecked Sendable {
         }
         let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current, log: StackLog.sink)
         device.pairingAgent = ProcessPairingAgent()
+        if let size = minimumKeySize.current { device.securityConfiguration.minimumKeySize = size }
         hostDevice = device
         device.start { [self] result in
             switch result {
