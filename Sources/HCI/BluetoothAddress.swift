@@ -86,6 +86,17 @@ public struct LEAddress: Hashable, Sendable, CustomStringConvertible {
         self.address = address
     }
     public var isRandom: Bool { type == .randomDevice || type == .randomIdentity }
+    /// The same device with an identity type (0x02/0x03, "resolved by the controller") given
+    /// as the plain public or random type: what the layers above an event compare and store.
+    public var normalized: LEAddress {
+        switch type {
+        case .publicIdentity: LEAddress(.publicDevice, address)
+        case .randomIdentity: LEAddress(.randomDevice, address)
+        case .publicDevice, .randomDevice: self
+        }
+    }
+    /// Whether this is a resolvable private address (random, top two bits 0b01).
+    public var isResolvablePrivate: Bool { type == .randomDevice && address.value >> 46 == 0b01 }
     public var description: String { "\(address) (\(isRandom ? "random" : "public"))" }
 }
 

@@ -79,8 +79,9 @@ public final class DeviceConnection: @unchecked Sendable {
     @exclusivity(unchecked) var encryptingWith: (level: LESecurityLevel, keySize: Int)?
     @exclusivity(unchecked) var encryptionTimer: TimerHandle?
 
-    init(le: LEConnection, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
+    init(le: LEConnection, peer: LEAddress? = nil, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
         self.le = le
+        self.peer = peer ?? le.peer
         bearer = ATTBearer(channel: le.l2cap.att, loop: loop)
         bearer.log = log
         serverConnection = server.attach(bearer)
@@ -89,7 +90,10 @@ public final class DeviceConnection: @unchecked Sendable {
 
     public var handle: ConnectionHandle { le.handle }
     public var role: LERole { le.role }
-    public var peer: LEAddress { le.peer }
+    /// The peer's identity: the address the link was made with, or, when the peer used a
+    /// resolvable private address the controller did not resolve, the identity of the bond
+    /// whose IRK resolves it.
+    public let peer: LEAddress
     public var loop: EventLoop { bearer.loop }
 
     /// Whether the client with this identifier owns the connection.

@@ -84,7 +84,7 @@ extension HostDevice {
         guard initiating == nil, !cancellingInitiation, !isClosed, let next = pending.first?.peer else { return }
         initiating = next
         // From the device's static random address (set at start), as phones connect.
-        host.connect(to: next, ownRandomAddress: host.randomAddress != nil) { [weak self] result in
+        host.connect(to: onAirAddress(of: next), ownRandomAddress: host.randomAddress != nil) { [weak self] result in
             guard let self, case .failure(let error) = result else { return }
             // The controller refused the attempt: it cannot connect to this device now.
             initiating = nil

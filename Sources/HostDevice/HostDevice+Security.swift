@@ -2,6 +2,7 @@ import ATT
 import Bonding
 import GATT
 import HCI
+import HCIDriver
 import HostStack
 import L2CAP
 import SMP
@@ -195,10 +196,13 @@ extension HostDevice {
         if configuration.localIdentity == nil, let address {
             configuration.localIdentity = SMPLocalIdentity(irk: bonds.localIRK, address: address)
         }
-        let local = address ?? LEAddress(.randomDevice, .zero)
+        // Confirm and check values bind the addresses used on the air (resolvable private
+        // addresses when the link was made with them), not identities.
+        let local = connection.le.localResolvablePrivateAddress.map { LEAddress(.randomDevice, $0) }
+            ?? address ?? LEAddress(.randomDevice, .zero)
         let channel = connection.le.l2cap.securityManager!
         let manager = SecurityManager(
-            role: connection.role, localAddress: local, peerAddress: connection.peer, configuration: configuration,
+            role: connection.role, localAddress: local, peerAddress: connection.le.peerOnAir, configuration: configuration,
             agent: ConnectionPairingAgent(device: self, connection: connection), loop: loop,
             send: { [weak channel] sdu in _ = channel?.send(sdu) })
         manager.delegate = self
@@ -277,6 +281,89 @@ extension HostDevice {
         finishSecurity(connection, .failure(.disconnected))
     }
 
+    // MARK: Privacy
+
+    /// The identity behind `address`: itself, or, for a resolvable private address, the
+    /// identity of the bond whose IRK resolves it (the host resolves what the controller did
+    /// not). Remembers where the peer was seen, to connect to it by identity.
+    func identity(of address: LEAddress) -> LEAddress {
+        guard address.isResolvablePrivate, let identity = resolvedIdentity(of: address) else { return address }
+        return identity
+    }
+
+    func resolvedIdentity(of address: LEAddress) -> LEAddress? {
+        guard let bond = bonds.bond(for: address), bond.peerIRK != nil else { return nil }
+        lastResolvableAddress[bond.peerIdentity] = address
+        return bond.peerIdentity
+    }
+
+    /// Where to connect to `peer`: its last resolvable private address when the host resolves
+    /// it, else the address itself (the controller resolves identities in its list).
+    func onAirAddress(of peer: LEAddress) -> LEAddress {
+        guard !host.resolvingListPeers.contains(peer.normalized), let seen = lastResolvableAddress[peer.normalized] else { return peer }
+        return seen
+    }
+
+    /// Puts the bonded peers that have an IRK in the controller's resolving list, with this
+    /// device's IRK, and turns resolution on; the controller then reports their identities and
+    /// connects to them by identity. Controllers without the commands leave it to the host.
+    func syncResolvingList() {
+        guard host.supportsAddressResolution, !isClosed else { return }
+        guard let size = host.resolvingListSize else {
+            host.readResolvingListSize { [weak self] result in
+                if case .success = result { self?.syncResolvingList() }
+            }
+            return
+        }
+        let localIRK = bonds.localIRK
+        let wanted = bonds.bonds.filter { $0.peerIRK != nil && !host.resolvingListPeers.contains($0.peerIdentity.normalized) }
+        let room = max(0, Int(size) - host.resolvingListPeers.count)
+        for bond in wanted.prefix(room) {
+            host.addToResolvingList(bond.peerIdentity, peerIRK: bond.peerIRK!, localIRK: localIRK) { [weak self] result in
+                guard let self else { return }
+                if case .failure(let error) = result {
+                    log?("resolving list: \(error); the host resolves \(bond.peerIdentity)")
+                    return
+                }
+                // Peers that advertise from their identity address stay reachable (the
+                // default "network" mode would ignore them). Controllers before 5.0 have no
+                // privacy modes and accept them anyway.
+                host.setPrivacyMode(.device, for: bond.peerIdentity) { _ in }
+            }
+        }
+        guard !host.isResolvingAddresses, !host.resolvingListPeers.isEmpty || !wanted.isEmpty else { return }
+        host.setAddressResolution(enabled: true) { [weak self] result in
+            if case .failure(let error) = result { self?.log?("address resolution: \(error)") }
+        }
+    }
+
+    /// Makes the device advertise and connect from resolvable private addresses made from its
+    /// IRK and renewed every `rotation` (15 minutes by default, as phones do), so that only
+    /// bonded peers recognise it. The controller makes the addresses: one without a resolving
+    /// list cannot, and the completion says so.
+    public func enablePrivacy(rotation: Duration = .seconds(900), completion: @escaping (Result<Void, HCIError>) -> Void) {
+        assertOnLoop()
+        guard host.supportsAddressResolution else {
+            return completion(.failure(.notSupported("the controller cannot make resolvable private addresses")))
+        }
+        let seconds = UInt16(clamping: max(1, min(3600, rotation.components.seconds)))
+        // An entry for "any peer" (the zero address, no peer IRK) carries our IRK: the
+        // controller uses it for undirected advertising and for peers not in the list.
+        let anyone = LEAddress(.publicDevice, .zero)
+        host.addToResolvingList(anyone, peerIRK: [UInt8](repeating: 0, count: 16), localIRK: bonds.localIRK) { [weak self] result in
+            guard let self else { return }
+            if case .failure(let error) = result { return completion(.failure(error)) }
+            host.setResolvablePrivateAddressTimeout(seconds: seconds) { [weak self] _ in
+                guard let self else { return }
+                host.setAddressResolution(enabled: true) { [weak self] result in
+                    guard let self else { return }
+                    if case .success = result { host.usesPrivateAddresses = true }
+                    completion(result)
+                }
+            }
+        }
+    }
+
     // MARK: Bonds
 
     /// A bonded client's subscriptions outlive its connections (Vol 3 Part G §3.3.3.3): each
@@ -347,6 +434,7 @@ extension HostDevice {
         assertOnLoop()
         for bond in bonds.bonds { try? store.store(bond) }
         bonds = store
+        syncResolvingList()
     }
 
     /// The store for this controller once its identity is known, if still the placeholder.
@@ -382,6 +470,7 @@ extension HostDevice: SecurityManagerDelegate {
                     connection.security.isBonded = true
                     connection.serverConnection.hasEncryptionKey = true
                     rememberSubscriptions(of: connection)
+                    if outcome.peerIRK != nil { syncResolvingList() }
                 } catch {
                     // A weaker key than the bond's: this link uses it, the bond keeps its own.
                     log?("new keys for \(connection.peer) not stored: \(error)")

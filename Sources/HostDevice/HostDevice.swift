@@ -92,6 +92,9 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// persistent store for its controller.
     @exclusivity(unchecked) public internal(set) var bonds = BondStore(inMemoryFor: LEAddress(.publicDevice, .zero))
     @exclusivity(unchecked) var pairingFailures: [LEAddress: PairingFailures] = [:]
+    /// Bonded peers whose resolvable private addresses the host resolves (the controller cannot,
+    /// or its list is full): the address each was last seen at, to connect to, by identity.
+    @exclusivity(unchecked) var lastResolvableAddress: [LEAddress: LEAddress] = [:]
 
     @exclusivity(unchecked) public private(set) var isClosed = false
 
@@ -242,11 +245,15 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     // MARK: - LEHostDelegate
 
     public func host(_ host: LEHost, didDiscover report: AdvertisingReport) {
+        var report = report
+        if report.address.isResolvablePrivate, let identity = resolvedIdentity(of: report.address) {
+            report.address = identity
+        }
         for entry in clients where entry.isScanning { entry.client?.device(self, didDiscover: report) }
     }
 
     public func host(_ host: LEHost, didConnect le: LEConnection) {
-        let connection = DeviceConnection(le: le, server: gattServer, loop: loop, log: log)
+        let connection = DeviceConnection(le: le, peer: identity(of: le.peer), server: gattServer, loop: loop, log: log)
         connections[le.handle] = connection
         attachSecurityManager(to: connection)
         let handle = le.handle

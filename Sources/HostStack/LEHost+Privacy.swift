@@ -33,24 +33,78 @@ extension LEHost {
         }
         sendIfSupported(LEAddDeviceToResolvingList(
             peerIdentityAddressType: Self.identityType(peer), peerIdentityAddress: peer.address,
-            peerIRK: peerIRK, localIRK: localIRK), completion: completion)
+            peerIRK: peerIRK, localIRK: localIRK)) { [weak self] result in
+            if case .success = result, let self, !resolvingListPeers.contains(peer.normalized) {
+                resolvingListPeers.append(peer.normalized)
+            }
+            completion(result)
+        }
+    }
+
+    /// Reads how many peers the resolving list holds (kept in `resolvingListSize`).
+    public func readResolvingListSize(completion: @escaping (Result<UInt8, HCIError>) -> Void) {
+        guard info?.supportedCommands.supports(LEReadResolvingListSize.self) == true else {
+            return completion(.failure(.notSupported("the controller does not support \(LEReadResolvingListSize.name)")))
+        }
+        driver.send(LEReadResolvingListSize()) { [weak self] result in
+            switch result {
+            case .success(let parameters):
+                self?.resolvingListSize = parameters.resolvingListSize
+                completion(.success(parameters.resolvingListSize))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// Sets how the controller treats a listed peer that shows its identity address (LE Set
+    /// Privacy Mode): `.device` accepts it as well as its resolvable private addresses, for
+    /// peers that do not use privacy (most devices advertise from a fixed address).
+    public func setPrivacyMode(_ mode: LESetPrivacyMode.PrivacyMode, for peer: LEAddress,
+                               completion: @escaping (Result<Void, HCIError>) -> Void) {
+        sendIfSupported(LESetPrivacyMode(peerIdentityAddressType: Self.identityType(peer), peerIdentityAddress: peer.address,
+                                         privacyMode: mode), completion: completion)
     }
 
     /// Removes a peer (by its identity address) from the resolving list.
     public func removeFromResolvingList(_ peer: LEAddress, completion: @escaping (Result<Void, HCIError>) -> Void) {
         sendIfSupported(LERemoveDeviceFromResolvingList(
-            peerIdentityAddressType: Self.identityType(peer), peerIdentityAddress: peer.address), completion: completion)
+            peerIdentityAddressType: Self.identityType(peer), peerIdentityAddress: peer.address)) { [weak self] result in
+            if case .success = result { self?.resolvingListPeers.removeAll { $0 == peer.normalized } }
+            completion(result)
+        }
     }
 
     /// Empties the resolving list.
     public func clearResolvingList(completion: @escaping (Result<Void, HCIError>) -> Void) {
-        sendIfSupported(LEClearResolvingList(), completion: completion)
+        sendIfSupported(LEClearResolvingList()) { [weak self] result in
+            if case .success = result { self?.resolvingListPeers = [] }
+            completion(result)
+        }
     }
 
     /// Turns address resolution in the controller on or off (LE Set Address Resolution Enable).
     /// Call while not advertising, scanning or connecting.
     public func setAddressResolution(enabled: Bool, completion: @escaping (Result<Void, HCIError>) -> Void) {
-        sendIfSupported(LESetAddressResolutionEnable(addressResolutionEnable: enabled), completion: completion)
+        sendIfSupported(LESetAddressResolutionEnable(addressResolutionEnable: enabled)) { [weak self] result in
+            if case .success = result { self?.isResolvingAddresses = enabled }
+            completion(result)
+        }
+    }
+
+    /// Own_Address_Type for advertising and connecting: with `usesPrivateAddresses` (and the
+    /// controller resolving) 0x02/0x03, for which the controller makes resolvable private
+    /// addresses from the local IRKs of its resolving list; else the public or random address.
+    func ownAddressType(random: Bool) -> LEAddressType {
+        guard usesPrivateAddresses, isResolvingAddresses else { return random ? .randomDevice : .publicDevice }
+        return random ? .randomIdentity : .publicIdentity
+    }
+
+    /// The address to name `peer` by in a connection command: its identity type (0x02/0x03)
+    /// when the controller resolves it, so that the link layer connects to its current
+    /// resolvable private address.
+    func addressForInitiating(_ peer: LEAddress) -> LEAddress {
+        guard isResolvingAddresses, resolvingListPeers.contains(peer.normalized) else { return peer }
+        return LEAddress(peer.isRandom ? .randomIdentity : .publicIdentity, peer.address)
     }
 
     /// How long the controller uses each resolvable private address before making a new one

@@ -92,7 +92,7 @@ extension LEHost {
         guard !parameters.ownRandomAddress || randomAddress != nil else {
             return completion(.failure(.notSupported("no random address set")))
         }
-        let ownAddressType: LEAddressType = randomAddress == nil ? .publicDevice : .randomDevice
+        let ownAddressType = ownAddressType(random: randomAddress != nil)
         // Parameters cannot change while the set advertises (Command Disallowed): off first.
         let restart = advertisingSets.contains(set)
         let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
@@ -164,8 +164,9 @@ extension LEHost {
         guard !ownRandomAddress || randomAddress != nil else {
             return completion(.failure(.notSupported("no random address set")))
         }
-        let ownAddressType: LEAddressType = ownRandomAddress ? .randomDevice : .publicDevice
+        let ownAddressType = ownAddressType(random: ownRandomAddress)
         connecting = peer
+        let peer = addressForInitiating(peer)
         let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
             if case .failure = result { self?.connecting = nil }
             completion(result)

@@ -22,6 +22,15 @@ public final class LEConnection: @unchecked Sendable {
     @exclusivity(unchecked) public internal(set) var rxPHY: LEPHY = .le1M
     /// L2CAP on this link: its ATT and SMP channels.
     public let l2cap: L2CAPLink
+    /// The resolvable private addresses the link was made with, when the controller resolved
+    /// them (`peer` is then the peer's identity): what SMP's confirm and check values use.
+    @exclusivity(unchecked) public internal(set) var peerResolvablePrivateAddress: BluetoothAddress?
+    @exclusivity(unchecked) public internal(set) var localResolvablePrivateAddress: BluetoothAddress?
+
+    /// The address the peer used on the air for this link.
+    public var peerOnAir: LEAddress {
+        peerResolvablePrivateAddress.map { LEAddress(.randomDevice, $0) } ?? peer
+    }
 
     init(handle: ConnectionHandle, role: LERole, peer: LEAddress, interval: UInt16, latency: UInt16,
          supervisionTimeout: UInt16, l2cap: L2CAPLink) {
@@ -96,6 +105,16 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     @exclusivity(unchecked) var connecting: LEAddress?
     /// The random address set in the controller, if any.
     @exclusivity(unchecked) public internal(set) var randomAddress: BluetoothAddress?
+    /// Identity addresses in the controller's resolving list (LEHost+Privacy), and whether the
+    /// controller resolves addresses.
+    @exclusivity(unchecked) public internal(set) var resolvingListPeers: [LEAddress] = []
+    @exclusivity(unchecked) public internal(set) var isResolvingAddresses = false
+    /// Advertise and connect from resolvable private addresses the controller makes (LE
+    /// privacy, Vol 6 Part B §6): needs address resolution on and a resolving list entry with
+    /// this device's IRK (HostDevice sets both up).
+    @exclusivity(unchecked) public var usesPrivateAddresses = false
+    /// How many peers the resolving list holds, once read (`readResolvingListSize`).
+    @exclusivity(unchecked) public internal(set) var resolvingListSize: UInt8?
 
     public init(transport: HCITransport, loop: EventLoop, configuration: HCIDriverConfiguration = HCIDriverConfiguration()) {
         driver = HCIDriver(transport: transport, loop: loop, configuration: configuration)
@@ -163,17 +182,23 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     private func handleLEEvent(_ event: LEMetaEvent) {
         switch event {
         case .advertisingReport(let e):
-            for report in e.reports { delegate?.host(self, didDiscover: AdvertisingReport(legacy: report)) }
+            for report in e.reports { delegate?.host(self, didDiscover: Self.identified(AdvertisingReport(legacy: report))) }
         case .extendedAdvertisingReport(let e):
             // Some controllers answer even a legacy scan with extended reports.
             for report in e.reports {
-                if let whole = reportAssembler.add(report) { delegate?.host(self, didDiscover: whole) }
+                if let whole = reportAssembler.add(report) { delegate?.host(self, didDiscover: Self.identified(whole)) }
             }
         case .connectionComplete, .enhancedConnectionComplete, .enhancedConnectionCompleteV2:
             guard let e = event.connectionComplete else { return }
+            var rpas: (local: BluetoothAddress, peer: BluetoothAddress) = (.zero, .zero)
+            switch event {
+            case .enhancedConnectionComplete(let e): rpas = (e.localResolvablePrivateAddress, e.peerResolvablePrivateAddress)
+            case .enhancedConnectionCompleteV2(let e): rpas = (e.localResolvablePrivateAddress, e.peerResolvablePrivateAddress)
+            default: break
+            }
             connectionCompleted(status: e.status, handle: e.connectionHandle, role: e.role,
-                                peer: LEAddress(e.peerAddressType, e.peerAddress), interval: e.connectionInterval,
-                                latency: e.peripheralLatency, timeout: e.supervisionTimeout)
+                                peer: LEAddress(e.peerAddressType, e.peerAddress).normalized, interval: e.connectionInterval,
+                                latency: e.peripheralLatency, timeout: e.supervisionTimeout, resolvable: rpas)
         case .connectionUpdateComplete(let e):
             guard let connection = connections[e.connectionHandle], e.status.isSuccess else { return }
             connection.interval = e.connectionInterval
@@ -219,8 +244,17 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         }
     }
 
+    /// A report whose address the controller resolved carries the identity with the plain type.
+    private static func identified(_ report: AdvertisingReport) -> AdvertisingReport {
+        guard report.address.type.rawValue >= 2 else { return report }
+        var report = report
+        report.address = report.address.normalized
+        return report
+    }
+
     private func connectionCompleted(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
-                                     interval: UInt16, latency: UInt16, timeout: UInt16) {
+                                     interval: UInt16, latency: UInt16, timeout: UInt16,
+                                     resolvable: (local: BluetoothAddress, peer: BluetoothAddress) = (.zero, .zero)) {
         guard status.isSuccess else {
             if role == .central {
                 let target = connecting ?? peer
@@ -239,6 +273,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         link.log = log
         let connection = LEConnection(handle: handle, role: role, peer: peer, interval: interval, latency: latency,
                                       supervisionTimeout: timeout, l2cap: link)
+        if resolvable.local != .zero { connection.localResolvablePrivateAddress = resolvable.local }
+        if resolvable.peer != .zero { connection.peerResolvablePrivateAddress = resolvable.peer }
         connections[handle] = connection
         if role == .peripheral && advertisingSets.contains(0) && !usesExtendedCommands {
             // Legacy connectable advertising stops when a connection is made.

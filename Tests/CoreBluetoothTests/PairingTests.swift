@@ -81,12 +81,14 @@ private final class PairingRig: @unchecked Sendable {
     let peripheralManager: CBPeripheralManager
     let central: CBCentralManager
 
-    init(permissions: CBAttributePermissions = [.readEncryptionRequired, .writeEncryptionRequired]) throws {
+    init(permissions: CBAttributePermissions = [.readEncryptionRequired, .writeEncryptionRequired],
+         centralCapture: String? = nil) throws {
         let (radio, server, recorder) = (radio, server, recorder)
         peripheralManager = CBVirtualRadio.withCurrent(radio) {
             CBPeripheralManager(delegate: server, queue: DispatchQueue(label: "pairing peripheral"))
         }
-        central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: recorder, queue: recorder.queue) }
+        let options: [String: Any]? = centralCapture.map { [CBManagerOptionLinuxSnoopPathKey: $0] }
+        central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: recorder, queue: recorder.queue, options: options) }
         guard radio.run(until: { server.log.contains("state 5") && recorder.log.contains("state 5") }, timeout: .seconds(5)) else {
             throw RawDeviceError("managers did not power on")
         }
@@ -147,7 +149,9 @@ private final class PairingRig: @unchecked Sendable {
 
 @Suite struct PairingTests {
     @Test func aProtectedCharacteristicIsReadAndWrittenWithNoPairingCallThenAgainOverTheBond() throws {
-        let rig = try PairingRig()
+        let capture = temporaryPath("pairing-central.btsnoop")
+        defer { try? FileManager.default.removeItem(atPath: capture) }
+        var rig: PairingRig! = try PairingRig(centralCapture: capture)
         let agent = ScriptedPairingAgent(.noInputNoOutput)
         rig.central.linuxPairingAgent = agent
         let peripheral = try rig.connect()
@@ -166,6 +170,18 @@ private final class PairingRig: @unchecked Sendable {
         let secretAgain = try rig.secret(of: again)
         #expect(rig.read(secretAgain, on: again) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
         #expect(agent.requests == [.confirmPairing])
+
+        // The capture (closed with the central) shows one SMP exchange, decoded cleanly.
+        rig.disconnect(again)
+        rig = nil
+        let result = try Tshark.check(capture: capture)
+        #expect(result.isClean, "\(result.malformed) \(result.expertErrors)")
+        let smp = result.frameProtocols.filter { $0.hasSuffix(":btsmp") }
+        // Pairing Request/Response, Public Keys, Confirm, Randoms, DHKey Checks, and the
+        // identity keys each way.
+        #expect(smp.count >= 10, "\(smp.count) SMP frames")
+        #expect(result.verboseOutput.contains("Pairing Request"))
+        #expect(result.verboseOutput.components(separatedBy: "Opcode: Pairing Request").count == 2)
     }
 
     @Test func aPeripheralRequiringMITMThatJustWorksCannotGiveEndsTheReadInAnError() throws {

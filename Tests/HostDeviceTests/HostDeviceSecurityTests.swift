@@ -149,3 +149,47 @@ struct HostDeviceSecurityTests {
         #expect(results.last == .pairingFailed(.remoteFailure(.repeatedAttempts)))
     }
 }
+
+@Suite("Host device: privacy")
+struct HostDevicePrivacyTests {
+    @Test func aBondedPeerAdvertisingFromRotatingPrivateAddressesKeepsItsIdentity() throws {
+        let rig = try SecureBench()
+        try rig.bench.run { rig.bench.shared.enablePrivacy(rotation: .seconds(60), completion: $0) }
+        let identity = try #require(rig.bench.shared.address)
+        // Before bonding, the central sees only a resolvable private address.
+        let scanner = Client("scanner")
+        rig.bench.peerA.addClient(scanner, roles: .central)
+        try rig.bench.run { rig.bench.shared.startAdvertising(Bench.advertising(), for: rig.server, completion: $0) }
+        rig.bench.peerA.startScanning(for: scanner)
+        #expect(rig.bench.run { !scanner.reports.isEmpty })
+        let seen = try #require(scanner.reports.last?.address)
+        #expect(seen.isResolvablePrivate && seen != identity)
+        rig.bench.peerA.stopScanning(for: scanner)
+
+        // Pair over a link made to that address: the central learns the identity and the IRK.
+        rig.bench.peerA.connect(to: seen, for: rig.visitor)
+        #expect(rig.bench.run { rig.visitor.connected.count == 1 })
+        let first = try #require(rig.visitor.connected.last)
+        #expect(first.le.peerOnAir == seen)
+        #expect(try rig.read(on: first)?.get() == Array("secret".utf8))
+        #expect(rig.bench.peerA.bonds.bonds.first?.peerIdentity == identity)
+        rig.disconnect(first)
+
+        // Two rotations later the address is new; reports and the connection carry the identity.
+        rig.bench.runFor(.seconds(130))
+        try rig.bench.run { rig.bench.shared.startAdvertising(Bench.advertising(), for: rig.server, completion: $0) }
+        scanner.reports = []
+        rig.bench.peerA.startScanning(for: scanner)
+        #expect(rig.bench.run { !scanner.reports.isEmpty })
+        #expect(scanner.reports.last?.address == identity)
+        rig.bench.peerA.stopScanning(for: scanner)
+        rig.bench.peerA.connect(to: identity, for: rig.visitor)
+        #expect(rig.bench.run { rig.visitor.connected.count == 2 })
+        let second = try #require(rig.visitor.connected.last)
+        #expect(second.peer == identity)
+        #expect(second.le.peerOnAir.isResolvablePrivate && second.le.peerOnAir != seen)
+        // The bond's key encrypts the link: no second pairing.
+        #expect(try rig.read(on: second)?.get() == Array("secret".utf8))
+        #expect(second.security.level == .unauthenticatedEncryption)
+    }
+}

@@ -29,6 +29,19 @@ public let CBManagerOptionLinuxSnoopPathKey = "kCBLinuxOptionSnoopPath"
 /// controller keeps bonds in memory unless a directory is named.
 public let CBManagerOptionLinuxBondDirectoryKey = "kCBLinuxOptionBondDirectory"
 
+/// **Linux extension.** Advertise and connect from resolvable private addresses (`Bool`, or
+/// the rotation period in seconds as a number; true rotates every 15 minutes, as iOS does):
+/// only bonded peers, which hold this device's IRK, recognise it. Off by default on Linux, so
+/// that tools can reach a device at its fixed address; needs a controller with a resolving
+/// list (the virtual one has it). Managers sharing a controller share the setting: the first
+/// one that asks turns it on. Peers' private addresses are resolved whatever this says.
+public let CBManagerOptionLinuxPrivacyKey = "kCBLinuxOptionPrivacy"
+
+/// **Linux extension.** The smallest encryption key size pairing accepts, 7–16 bytes
+/// (`Int`). 16 by default, against key-size downgrades; lower it only for old devices that
+/// cannot do 16. Managers sharing a controller share it: the first one that names it sets it.
+public let CBManagerOptionLinuxMinimumKeySizeKey = "kCBLinuxOptionMinimumKeySize"
+
 // MARK: Advertising manufacturer data (beacons)
 
 /// **Linux extension.** Manufacturer-specific data for `CBPeripheralManager.startAdvertising(_:)`

@@ -50,6 +50,12 @@ final class LocalDevice: @unchecked Sendable {
     /// Where bonds are kept, from the first manager that named a directory
     /// (``CBManagerOptionLinuxBondDirectoryKey``); readable from any thread.
     private let bondDirectory = Locked<String?>(nil)
+    /// The resolvable private address rotation, when a manager asked for privacy
+    /// (``CBManagerOptionLinuxPrivacyKey``); readable from any thread.
+    let privacyRotation = Locked<Duration?>(nil)
+    /// The smallest key size pairing accepts, when a manager named one
+    /// (``CBManagerOptionLinuxMinimumKeySizeKey``); readable from any thread.
+    let minimumKeySize = Locked<Int?>(nil)
     /// What waits for the bond store to open (the end of `start`).
     private var afterBondStore: (() -> Void)?
 
@@ -75,6 +81,19 @@ final class LocalDevice: @unchecked Sendable {
         let result = choose(options: options, environment: environment)
         if case .success(let device) = result, let directory = options?[CBManagerOptionLinuxBondDirectoryKey] as? String {
             device.bondDirectory.withLock { $0 = $0 ?? directory }
+        }
+        if case .success(let device) = result, let privacy = options?[CBManagerOptionLinuxPrivacyKey] {
+            let seconds: Int? = switch privacy {
+            case let on as Bool: on ? 900 : nil
+            case let number as NSNumber: number.intValue > 0 ? number.intValue : nil
+            case let number as Int: number > 0 ? number : nil
+            default: nil
+            }
+            if let seconds { device.privacyRotation.withLock { $0 = $0 ?? .seconds(seconds) } }
+        }
+        if case .success(let device) = result, let size = (options?[CBManagerOptionLinuxMinimumKeySizeKey] as? NSNumber)?.intValue,
+           (7...16).contains(size) {
+            device.minimumKeySize.withLock { $0 = $0 ?? size }
         }
         return result
     }
@@ -189,6 +208,7 @@ final class LocalDevice: @unchecked Sendable {
         }
         let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current, log: StackLog.sink)
         device.pairingAgent = ProcessPairingAgent()
+        if let size = minimumKeySize.current { device.securityConfiguration.minimumKeySize = size }
         hostDevice = device
         device.start { [self] result in
             switch result {
@@ -198,7 +218,13 @@ final class LocalDevice: @unchecked Sendable {
                     let value = info.supportsExtendedAdvertising && info.supportsExtendedScanning && phys
                     extendedScanAndConnect.withLock { $0 = value }
                 }
-                openBondStore(for: device) { finish(.success(device)) }
+                openBondStore(for: device) { [self] in
+                    guard let rotation = privacyRotation.current else { return finish(.success(device)) }
+                    device.enablePrivacy(rotation: rotation) { result in
+                        if case .failure(let error) = result { StackLog.log("no private addresses: \(error)") }
+                        finish(.success(device))
+                    }
+                }
             case .failure(let error):
                 if hostDevice === device { hostDevice = nil }
                 finish(.failure(DeviceError(description: "\(label): \(error)")))
