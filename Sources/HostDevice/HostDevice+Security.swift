@@ -235,7 +235,6 @@ extension HostDevice {
         connection.encryptionTimer?.cancel()
         connection.encryptionTimer = nil
         let encrypted = connection.le.isEncrypted
-        let pairing = connection.securityManagerStorage?.isPairing == true
         if encrypted {
             let worth = connection.encryptingWith ?? (.unauthenticatedEncryption, 16)
             connection.security.level = worth.level
@@ -246,9 +245,13 @@ extension HostDevice {
         }
         connection.encryptingWith = nil
         connection.le.l2cap.securityLevel = connection.security.level
+        // Told first: a pairing may end here (its didFinishPairing resolves the waiters), and a
+        // peripheral's Security Request that the central answered with a bond's key stops
+        // waiting without one.
         connection.securityManagerStorage?.encryptionChanged(status: status, enabled: encrypted)
+        let pairing = connection.securityManagerStorage?.isPairing == true
         if encrypted, !pairing, connection.security.isBonded { restoreBondState(on: connection) }
-        // A pairing ends in didFinishPairing; an encryption with a bond's key ends here.
+        // An encryption with a bond's key ends here.
         guard !pairing, !connection.securityWaiters.isEmpty else { return }
         if encrypted {
             finishSecurity(connection, .success(()))
@@ -263,8 +266,11 @@ extension HostDevice {
     /// As peripheral, the central encrypts: with the key of the pairing under way, or a
     /// bond's. The level the key is worth is kept for Encryption Change.
     func longTermKey(for connection: DeviceConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? {
-        if let manager = connection.securityManagerStorage, manager.isPairing {
-            return manager.longTermKeyRequest(rand: rand, ediv: ediv)
+        // The key of the pairing under way; none while only our Security Request waits (the
+        // central may answer it by encrypting with the bond's key).
+        if let manager = connection.securityManagerStorage, manager.isPairing,
+           let key = manager.longTermKeyRequest(rand: rand, ediv: ediv) {
+            return key
         }
         guard let key = bond(for: connection.peer)?.peripheralLTK, key.rand == rand, key.ediv == ediv else {
             log?("\(connection.peer) asked to encrypt with a key we do not have")

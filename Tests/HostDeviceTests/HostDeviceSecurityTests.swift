@@ -121,6 +121,25 @@ struct HostDeviceSecurityTests {
         #expect(rig.server.subscriptions.count == subscriptions + 1)
     }
 
+    @Test func aPeripheralsSecurityRequestIsAnsweredWithThePairingOrTheBondsKey() throws {
+        let rig = try SecureBench()
+        let first = try rig.connect()
+        var results: [Bool] = []
+        // The peripheral asks; the central, with no bond yet, pairs.
+        rig.bench.shared.secure(first.incoming, level: .unauthenticatedEncryption) { results.append((try? $0.get()) != nil) }
+        #expect(rig.bench.run { results.count == 1 })
+        #expect(results == [true] && first.outgoing.security.isBonded)
+        rig.disconnect(first.outgoing)
+        // Again on a new link: the central encrypts with the bond's key, no pairing.
+        let second = try rig.connect()
+        rig.bench.shared.secure(second.incoming, level: .unauthenticatedEncryption) { results.append((try? $0.get()) != nil) }
+        #expect(rig.bench.run { results.count == 2 })
+        #expect(results == [true, true])
+        #expect(second.incoming.security.level == .unauthenticatedEncryption)
+        // The central hears its Encryption Change a moment later.
+        #expect(rig.bench.run { second.outgoing.le.isEncrypted })
+    }
+
     @Test func aPeerThatLostItsKeysFailsEncryptionWithPeerRemovedPairingInformation() throws {
         let rig = try SecureBench()
         let first = try rig.connect()
