@@ -159,7 +159,7 @@ public struct LEAddDeviceToResolvingList: HCICommand, Hashable {
 }
 
 /// HCI_LE_Remove_Device_From_Resolving_List (§7.8.39).
-public struct LERemoveDeviceFromResolvingList: HCICommand, Hashable {
+public struct LERemoveDeviceFromResolvingList: PeerIdentityCommand, Hashable {
     public static let opcode = HCIOpcode(ogf: HCIOpcode.leController, ocf: 0x0028)
     public static let name = "LE Remove Device From Resolving List"
 
@@ -170,16 +170,6 @@ public struct LERemoveDeviceFromResolvingList: HCICommand, Hashable {
     public init(peerIdentityAddressType: LEAddressType, peerIdentityAddress: BluetoothAddress) {
         self.peerIdentityAddressType = peerIdentityAddressType
         self.peerIdentityAddress = peerIdentityAddress
-    }
-
-    public func encodeParameters(into writer: inout ByteWriter) {
-        writer.u8(peerIdentityAddressType.rawValue)
-        writer.address(peerIdentityAddress)
-    }
-
-    public init(decodingParameters reader: inout ByteReader) throws {
-        peerIdentityAddressType = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
-        peerIdentityAddress = try reader.address()
     }
 }
 
@@ -219,7 +209,7 @@ public struct LEReadResolvingListSize: HCIParameterlessCommand, Hashable {
 
 /// HCI_LE_Read_Peer_Resolvable_Address (§7.8.42): the resolvable private address the
 /// controller last used for (or saw from) a peer in its resolving list.
-public struct LEReadPeerResolvableAddress: HCICommand, Hashable {
+public struct LEReadPeerResolvableAddress: PeerIdentityCommand, Hashable {
     public static let opcode = HCIOpcode(ogf: HCIOpcode.leController, ocf: 0x002B)
     public static let name = "LE Read Peer Resolvable Address"
 
@@ -230,16 +220,6 @@ public struct LEReadPeerResolvableAddress: HCICommand, Hashable {
     public init(peerIdentityAddressType: LEAddressType, peerIdentityAddress: BluetoothAddress) {
         self.peerIdentityAddressType = peerIdentityAddressType
         self.peerIdentityAddress = peerIdentityAddress
-    }
-
-    public func encodeParameters(into writer: inout ByteWriter) {
-        writer.u8(peerIdentityAddressType.rawValue)
-        writer.address(peerIdentityAddress)
-    }
-
-    public init(decodingParameters reader: inout ByteReader) throws {
-        peerIdentityAddressType = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
-        peerIdentityAddress = try reader.address()
     }
 
     public struct ReturnParameters: HCIReturnParameters, Hashable {
@@ -266,7 +246,7 @@ public struct LEReadPeerResolvableAddress: HCICommand, Hashable {
 
 /// HCI_LE_Read_Local_Resolvable_Address (§7.8.43): the resolvable private address the
 /// controller currently uses towards a peer in its resolving list.
-public struct LEReadLocalResolvableAddress: HCICommand, Hashable {
+public struct LEReadLocalResolvableAddress: PeerIdentityCommand, Hashable {
     public static let opcode = HCIOpcode(ogf: HCIOpcode.leController, ocf: 0x002C)
     public static let name = "LE Read Local Resolvable Address"
 
@@ -277,16 +257,6 @@ public struct LEReadLocalResolvableAddress: HCICommand, Hashable {
     public init(peerIdentityAddressType: LEAddressType, peerIdentityAddress: BluetoothAddress) {
         self.peerIdentityAddressType = peerIdentityAddressType
         self.peerIdentityAddress = peerIdentityAddress
-    }
-
-    public func encodeParameters(into writer: inout ByteWriter) {
-        writer.u8(peerIdentityAddressType.rawValue)
-        writer.address(peerIdentityAddress)
-    }
-
-    public init(decodingParameters reader: inout ByteReader) throws {
-        peerIdentityAddressType = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
-        peerIdentityAddress = try reader.address()
     }
 
     public struct ReturnParameters: HCIReturnParameters, Hashable {
@@ -377,5 +347,26 @@ public struct LESetPrivacyMode: HCICommand, Hashable {
         peerIdentityAddressType = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
         peerIdentityAddress = try reader.address()
         privacyMode = try reader.enumeration(PrivacyMode.self)
+    }
+}
+
+/// A command whose parameters are one peer identity address (type, then address): the
+/// resolving list's removal and its two address reads share this coding.
+public protocol PeerIdentityCommand: HCICommand {
+    /// Public (0) or random static (1) identity address.
+    var peerIdentityAddressType: LEAddressType { get }
+    var peerIdentityAddress: BluetoothAddress { get }
+    init(peerIdentityAddressType: LEAddressType, peerIdentityAddress: BluetoothAddress)
+}
+
+extension PeerIdentityCommand {
+    public func encodeParameters(into writer: inout ByteWriter) {
+        writer.u8(peerIdentityAddressType.rawValue)
+        writer.address(peerIdentityAddress)
+    }
+
+    public init(decodingParameters reader: inout ByteReader) throws {
+        let type = try CommandCoding.publicOrRandom(&reader, "Peer_Identity_Address_Type")
+        self.init(peerIdentityAddressType: type, peerIdentityAddress: try reader.address())
     }
 }
