@@ -13,13 +13,13 @@ struct PairCommand: ParsableCommand {
             device, the passkey the device shows (from --passkey, else read from stdin), or a number to \
             compare (y/n on stdin, or --yes). Check the method: a device that should ask for a passkey \
             but pairs with Just Works is not protected against a man in the middle.
-            The bond is kept with the controller's (see `cbtool bonds`); a virtual controller keeps it \
-            in memory unless --bond-dir or CB_BOND_DIR names a directory.
+            The bond belongs to the controller (see `cbtool bonds`); a virtual controller is a new device \
+            in every run, so its bonds end with the run.
             Example: cbtool pair SecureSensor --io keyboard
             """)
 
     @OptionGroup var target: TargetOptions
-    @Option(name: .long, help: "What this side can show and type: display, keyboard, display-keyboard, yes-no or none.")
+    @Option(name: .long, help: "What this side can show and type.")
     var io: PairingIO = .displayKeyboard
     @Option(name: .long, help: ArgumentHelp("The passkey to type when one is asked for (0–999999; default: read it from stdin).",
                                             valueName: "n"))
