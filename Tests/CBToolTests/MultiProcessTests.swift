@@ -50,7 +50,7 @@ import Testing
                            "CB_BOND_DIR": scratch.appendingPathComponent("peripheral").path, "CB_TRANSPORT": ""]
         let bondDir = scratch.appendingPathComponent("central").path
 
-        let controllers = try Child(Self.binary, ["controller", "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--seconds", "60"],
+        let controllers = try Child(Self.binary, ["controller", "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--seconds", "30"],
                                     environment: environment)
         defer { controllers.kill() }
         #expect(controllers.waitForOutput(seconds: 10) { $0.components(separatedBy: " listening on ").count == 3 }, "\(controllers.errorText)")
@@ -58,7 +58,7 @@ import Testing
         try #require(ports.count == 2, "\(controllers.outputText)")
         let (sensorSide, toolSide) = ("tcp:127.0.0.1:\(ports[0])", "tcp:127.0.0.1:\(ports[1])")
 
-        let simulate = try Child(Self.binary, ["simulate", Repository.spec("secure-sensor.json"), "--seconds", "60", "--transport", sensorSide],
+        let simulate = try Child(Self.binary, ["simulate", Repository.spec("secure-sensor.json"), "--seconds", "30", "--transport", sensorSide],
                                  environment: environment)
         defer { simulate.kill() }
         #expect(simulate.waitForOutput(containing: "simulating SecureSensor", seconds: 10), "\(simulate.errorText)")
@@ -217,7 +217,9 @@ final class Child: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// SIGKILL: children inherit the test process's signal mask, in which SIGTERM is blocked,
+    /// so `terminate()` left them running until their --seconds ran out.
     func kill() {
-        if process.isRunning { process.terminate() }
+        if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) }
     }
 }
