@@ -90,6 +90,7 @@ public final class BondStore: @unchecked Sendable {
         try Self.makeDirectory(directory, tighten: isDefault)
         removeStaleTemporaryFiles()
         load()
+        Self.flushAtExit(self)
     }
 
     /// A store that keeps its bonds in memory only, for the life of the process: what a
@@ -264,6 +265,31 @@ public final class BondStore: @unchecked Sendable {
     /// is logged). For tests and shutdown.
     public func flush() {
         writer.sync {}
+    }
+
+    /// A store whose process may end while it is open.
+    private struct OpenStore: @unchecked Sendable {
+        // @unchecked: a weak reference to a Sendable class, only read under `openStores`' lock.
+        weak var store: BondStore?
+    }
+
+    /// The stores with a file, flushed when the process exits normally: a tool that pairs (or
+    /// forgets a bond) and returns from `main` at once would otherwise lose the write still
+    /// queued, as nothing waits for the writer queue at exit.
+    private static let openStores = Locked<[OpenStore]>([])
+    private static let exitHandler: Void = { atexit { BondStore.flushOpenStores() } }()
+
+    private static func flushAtExit(_ store: BondStore) {
+        _ = exitHandler
+        openStores.withLock { stores in
+            stores.removeAll { $0.store == nil }
+            stores.append(OpenStore(store: store))
+        }
+    }
+
+    private static func flushOpenStores() {
+        let stores = openStores.withLock { $0.compactMap(\.store) }
+        for store in stores { store.flush() }
     }
 
     /// Files written so far (tests of coalescing).

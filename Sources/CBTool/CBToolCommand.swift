@@ -10,11 +10,11 @@ public struct CBToolCommand: ParsableCommand {
             With no radio configured, everything runs on the embedded virtual radio: start with `cbtool demo`.
             CB_TRANSPORT selects another controller (virtual:PATH for a radio `cbtool radio --listen PATH` \
             shares between processes, tcp:HOST:PORT, unix:PATH, serial:DEV[:BAUD], hci:N); \
-            CB_SNOOP=PATH writes a btsnoop capture of the HCI traffic.
+            CB_SNOOP=PATH writes a btsnoop capture of the HCI traffic; CB_BOND_DIR=PATH keeps bonds there.
             """,
         subcommands: [
             DemoCommand.self, ScanCommand.self, ExploreCommand.self, ReadCommand.self, WriteCommand.self,
-            SubscribeCommand.self, SimulateCommand.self, RadioCommand.self,
+            SubscribeCommand.self, PairCommand.self, BondsCommand.self, UnpairCommand.self, SimulateCommand.self, RadioCommand.self,
             HCIInfoCommand.self, HCIDemoCommand.self, ControllerCommand.self,
         ]
     )

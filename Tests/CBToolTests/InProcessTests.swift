@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func shippedSpecsParse() throws {
-        for name in ["heart-rate.json", "echo-server.json", "led-remote.json"] {
+        for name in ["heart-rate.json", "echo-server.json", "led-remote.json", "secure-sensor.json"] {
             let spec = try PeripheralSpec.load(path: Repository.spec(name))
             #expect(!spec.services.isEmpty)
         }
@@ -79,6 +79,10 @@ import Testing
         (["simulate", "/nonexistent/spec.json"], "cannot read spec /nonexistent/spec.json"),
         (["read", "Nobody", "2A19", "--timeout", "2"], "no device \"Nobody\" found in 2 s of scanning"),
         (["scan", "--bogus"], "Unknown option '--bogus'"),
+        (["pair", "SecureSensor", "--io", "display", "--passkey", "1"], "--passkey needs --io keyboard or display-keyboard"),
+        (["pair", "SecureSensor", "--io", "keyboard", "--passkey", "1000000"], "--passkey must be 0–999999"),
+        (["pair", "SecureSensor", "--io", "telepathy"], "telepathy"),
+        (["pair", "Nobody", "--timeout", "1"], "no device \"Nobody\" found in 1 s of scanning"),
     ])
     func badArgumentsGiveOneLine(arguments: [String], message: String) {
         let radio = CBVirtualRadio(clock: .virtual)
@@ -108,6 +112,10 @@ import Testing
             ("{\"services\": []}", "missing \"name\""),
             ("{\"name\": \"x\", \"services\": [{\"uuid\": \"180D\", \"characteristics\": [{\"uuid\": \"2A37\", \"properties\": [\"shout\"]}]}]}",
              "unknown property \"shout\""),
+            ("{\"name\": \"x\", \"pairing\": {\"io\": \"telepathy\"}, \"services\": [{\"uuid\": \"180D\"}]}",
+             "pairing.io \"telepathy\" is not one of display, keyboard, display-keyboard, yes-no, none"),
+            ("{\"name\": \"x\", \"pairing\": {\"passkey\": 1000000}, \"services\": [{\"uuid\": \"180D\"}]}",
+             "pairing.passkey must be 0–999999"),
         ]
         for (index, (text, message)) in cases.enumerated() {
             let path = directory.appendingPathComponent("\(index).json").path

@@ -38,6 +38,73 @@ import Testing
         #expect(read.outputText == "87 %  [57]\n")
     }
 
+    /// Bonds outlive a run only on a controller that does: two virtual controllers served over
+    /// H4 TCP (`cbtool controller`), the secure sensor simulated on one, the tool's runs on the
+    /// other, each run its own process, the central's bonds in --bond-dir.
+    @Test func pairThenBondsListsTheBondAndUnpairRemovesIt() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("cbtool-bonds-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        // CB_BOND_DIR keeps the simulated side's bonds (and anything else) out of the home directory.
+        let environment = ["CB_IDENTIFIER_STORE": scratch.appendingPathComponent("identifiers.json").path,
+                           "CB_BOND_DIR": scratch.appendingPathComponent("peripheral").path, "CB_TRANSPORT": ""]
+        let bondDir = scratch.appendingPathComponent("central").path
+
+        let controllers = try Child(Self.binary, ["controller", "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--seconds", "30"],
+                                    environment: environment)
+        defer { controllers.kill() }
+        #expect(controllers.waitForOutput(seconds: 10) { $0.components(separatedBy: " listening on ").count == 3 }, "\(controllers.errorText)")
+        let ports = controllers.outputText.split(separator: "\n").compactMap { $0.split(separator: ":").last.map(String.init) }
+        try #require(ports.count == 2, "\(controllers.outputText)")
+        let (sensorSide, toolSide) = ("tcp:127.0.0.1:\(ports[0])", "tcp:127.0.0.1:\(ports[1])")
+
+        let simulate = try Child(Self.binary, ["simulate", Repository.spec("secure-sensor.json"), "--seconds", "30", "--transport", sensorSide],
+                                 environment: environment)
+        defer { simulate.kill() }
+        #expect(simulate.waitForOutput(containing: "simulating SecureSensor", seconds: 10), "\(simulate.errorText)")
+
+        func cbtool(_ arguments: [String]) throws -> (status: Int32?, out: String, err: String) {
+            let child = try Child(Self.binary, arguments + ["--transport", toolSide, "--bond-dir", bondDir], environment: environment)
+            defer { child.kill() }
+            let status = child.waitForExit(seconds: 20)
+            return (status, child.outputText, child.errorText)
+        }
+
+        let pair = try cbtool(["pair", "SecureSensor", "--io", "none"])
+        #expect(pair.status == 0, "\(pair.err)")
+        #expect(pair.out.hasPrefix("method: Just Works\n"), "\(pair.out)")
+        #expect(pair.out.contains("paired with SecureSensor (Just Works), bonded:"))
+
+        let bonds = try cbtool(["bonds", "--json"])
+        #expect(bonds.status == 0, "\(bonds.err)")
+        let listed = bonds.out.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        try #require(listed.count == 1, "\(bonds.out)")
+        let bond = listed[0]
+        #expect(bond["authenticated"] as? Bool == false)
+        #expect(bond["secureConnections"] as? Bool == true)
+        #expect(bond["keySize"] as? Int == 16)
+        let identifier = try #require(bond["identifier"] as? String)
+        #expect(pair.out.contains(identifier))
+
+        // Over the bond: the protected read needs no second pairing.
+        let read = try cbtool(["read", "SecureSensor", PairingCommandTests.secret])
+        #expect(read.status == 0, "\(read.err)")
+        #expect(read.out == "\"secret\"  [73 65 63 72 65 74]\n")
+        #expect(simulate.errorText.components(separatedBy: "pairing: Just Works, accepted").count == 2, "\(simulate.errorText)")
+
+        let unpair = try cbtool(["unpair", identifier])
+        #expect(unpair.status == 0, "\(unpair.err)")
+        #expect(unpair.out.hasPrefix("removed the bond with \(identifier)"))
+        let again = try cbtool(["unpair", identifier])
+        #expect(again.status == 1)
+        #expect(again.err.hasSuffix("cbtool: no bond with \(identifier)\n"), "\(again.err)")
+        let none = try cbtool(["bonds"])
+        #expect(none.status == 0)
+        #expect(none.out.isEmpty)
+    }
+
     @Test func anUnreachableControllerIsOneLine() throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first")
         let scan = try Child(Self.binary, ["scan", "--seconds", "1", "--transport", "tcp:127.0.0.1:1"], environment: ["CB_LOG": ""])
@@ -116,11 +183,16 @@ final class Child: @unchecked Sendable {
 
     /// Waits until the output contains `text` (false if the deadline passes or the child exits).
     func waitForOutput(containing text: String, seconds: Double) -> Bool {
+        waitForOutput(seconds: seconds) { $0.contains(text) }
+    }
+
+    /// Waits until `done` holds for the output (false if the deadline passes or the child exits).
+    func waitForOutput(seconds: Double, until done: (String) -> Bool) -> Bool {
         let deadline = Date(timeIntervalSinceNow: seconds)
         condition.lock()
         defer { condition.unlock() }
-        while !String(decoding: output, as: UTF8.self).contains(text) {
-            if exited || !condition.wait(until: deadline) { return String(decoding: output, as: UTF8.self).contains(text) }
+        while !done(String(decoding: output, as: UTF8.self)) {
+            if exited || !condition.wait(until: deadline) { return done(String(decoding: output, as: UTF8.self)) }
         }
         return true
     }
@@ -145,7 +217,9 @@ final class Child: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// SIGKILL: children inherit the test process's signal mask, in which SIGTERM is blocked,
+    /// so `terminate()` left them running until their --seconds ran out.
     func kill() {
-        if process.isRunning { process.terminate() }
+        if process.isRunning { _ = Foundation.kill(process.processIdentifier, SIGKILL) }
     }
 }

@@ -45,6 +45,8 @@ final class ScriptedPairingAgent: CBPairingAgent, @unchecked Sendable {
     let passkey: UInt32?
     /// A passkey this agent showed, for a peer's agent to type.
     let shown = Locked<UInt32?>(nil)
+    /// Signalled once `shown` is set.
+    let didShow = DispatchSemaphore(value: 0)
 
     init(_ ioCapability: CBPairingIOCapability, passkey: UInt32? = nil) {
         self.ioCapability = ioCapability
@@ -61,6 +63,7 @@ final class ScriptedPairingAgent: CBPairingAgent, @unchecked Sendable {
         case .confirmPairing, .confirmNumber: request.accept()
         case .displayPasskey(let value):
             shown.withLock { $0 = value }
+            didShow.signal()
             request.accept()
         case .enterPasskey:
             if let passkey { request.enterPasskey(passkey) } else { request.reject() }
@@ -219,13 +222,13 @@ private final class PairingRig: @unchecked Sendable {
             func handle(_ request: CBPairingRequest) {
                 asked.withLock { $0 += 1 }
                 guard case .enterPasskey = request.kind else { return request.accept() }
-                // The displaying side is asked first or at the same time; poll briefly.
+                // The displaying side is asked about when this one is: wait for it to show. The
+                // stack holds the virtual clock meanwhile, so only a loaded machine's wall time
+                // passes (a 500 ms poll here failed under a full parallel test run).
                 DispatchQueue.global().async {
-                    for _ in 0..<500 {
-                        if let shown = self.display.shown.current { return request.enterPasskey(shown) }
-                        usleep(1000)
-                    }
-                    request.reject()
+                    guard self.display.didShow.wait(timeout: .now() + 30) == .success,
+                          let shown = self.display.shown.current else { return request.reject() }
+                    request.enterPasskey(shown)
                 }
             }
         }

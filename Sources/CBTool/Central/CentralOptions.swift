@@ -9,11 +9,15 @@ struct CentralOptions: ParsableArguments {
                                             valueName: "spec"))
     var transport: String?
 
+    @Option(name: .long, help: ArgumentHelp("Where the controller's bonds are kept (default: CB_BOND_DIR, else ~/.local/state/corebluetooth-linux; a virtual controller keeps them in memory unless one is named).",
+                                            valueName: "path"))
+    var bondDir: String?
+
     /// A session on the chosen controller, powered on; the transport is checked first so that a
     /// typo or an absent radio is one clear line.
     func makeSession() throws -> CentralSession {
         try Self.checkTransport(transport)
-        let session = CentralSession(context: ToolContext.current, transport: transport)
+        let session = CentralSession(context: ToolContext.current, transport: transport, bondDirectory: bondDir)
         try session.waitPoweredOn()
         return session
     }

@@ -9,8 +9,10 @@ struct SimulateCommand: ParsableCommand {
         abstract: "Run simulated peripherals described in JSON specs (one CBPeripheralManager each).",
         discussion: """
             A spec gives the advertised name and services, the GATT tree (services, characteristics with \
-            properties, permissions, initial values, descriptors), periodic notifications and a position on \
-            the virtual radio; see specs/*.json. Runs until interrupted or --seconds. To be seen by other \
+            properties, permissions, initial values, descriptors), periodic notifications, how it pairs and a \
+            position on the virtual radio; see specs/*.json. Permissions readEncryptionRequired and \
+            writeEncryptionRequired (properties notifyEncryptionRequired, indicateEncryptionRequired) make \
+            a central pair first; "pairing": {"io": "display"} shows a passkey in the log. Runs until interrupted or --seconds. To be seen by other \
             processes, share a radio: cbtool radio --listen /tmp/r.sock, then CB_TRANSPORT=virtual:/tmp/r.sock.
             Example: cbtool simulate specs/heart-rate.json specs/echo-server.json
             """)
@@ -21,6 +23,9 @@ struct SimulateCommand: ParsableCommand {
     var seconds: Double?
     @Option(name: .long, help: ArgumentHelp("The controller, as CB_TRANSPORT takes it.", valueName: "spec"))
     var transport: String?
+    @Option(name: .long, help: ArgumentHelp("Where the controller's bonds are kept (default: CB_BOND_DIR; a virtual controller keeps them in memory unless one is named).",
+                                            valueName: "path"))
+    var bondDir: String?
 
     func validate() throws {
         guard !specs.isEmpty else { throw ValidationError("give at least one spec file") }
@@ -31,7 +36,7 @@ struct SimulateCommand: ParsableCommand {
         let loaded = try specs.map(PeripheralSpec.load(path:))
         try CentralOptions.checkTransport(transport)
         let context = ToolContext.current
-        let peripherals = loaded.map { SimulatedPeripheral(spec: $0, context: context, transport: transport) }
+        let peripherals = loaded.map { SimulatedPeripheral(spec: $0, context: context, transport: transport, bondDirectory: bondDir) }
         defer { peripherals.forEach { $0.stop() } }
         let started = context.wait(seconds: 10) {
             peripherals.allSatisfy(\.isAdvertising) || peripherals.contains { $0.problem != nil }

@@ -12,6 +12,11 @@ import Foundation
 ///       { "uuid": "2A38", "properties": ["read"], "value": "01",
 ///         "descriptors": [ { "uuid": "2901", "text": "Body sensor location" } ] } ] } ] }
 /// ```
+///
+/// A characteristic that needs an encrypted link says so with Apple's names: permissions
+/// `readEncryptionRequired` / `writeEncryptionRequired`, properties `notifyEncryptionRequired` /
+/// `indicateEncryptionRequired`. A central reading it pairs first (iOS does so on its own);
+/// `"pairing"` says what the simulated device can show and type when it does.
 public struct PeripheralSpec: Codable, Sendable, Equatable {
     /// The advertised local name (also the GAP Device Name).
     public var name: String
@@ -21,7 +26,20 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
     public var manufacturerData: String?
     /// Where the device stands on the virtual radio, metres: [x, y] or [x, y, z].
     public var position: [Double]?
+    /// How the device pairs (default: Just Works, accepted).
+    public var pairing: Pairing?
     public var services: [Service]
+
+    /// The simulated device's side of pairing: its IO capability and, for a keyboard, the
+    /// passkey its user types. What it shows (a passkey, a number) goes to its log.
+    public struct Pairing: Codable, Sendable, Equatable {
+        /// display, keyboard, display-keyboard, yes-no or none (`cbtool pair --io`'s names).
+        public var io: String?
+        /// The passkey (0–999999) typed when asked; without it the device refuses to type one.
+        /// Both sides keyboard-only means both users type the same passkey (Core spec Vol 3
+        /// Part H §2.3.5.1), so a spec and `cbtool pair --io keyboard --passkey N` can agree.
+        public var passkey: UInt32?
+    }
 
     public struct Service: Codable, Sendable, Equatable {
         public var uuid: String
@@ -31,7 +49,8 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
 
     public struct Characteristic: Codable, Sendable, Equatable {
         public var uuid: String
-        /// read, write, writeWithoutResponse, notify, indicate.
+        /// read, write, writeWithoutResponse, notify, indicate, notifyEncryptionRequired,
+        /// indicateEncryptionRequired.
         public var properties: [String]
         /// readable, writeable, readEncryptionRequired, writeEncryptionRequired (default: what
         /// the properties need).
@@ -121,6 +140,12 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
             guard bytes.count >= 2 else { throw ToolError("manufacturerData needs at least the 2-byte company identifier") }
         }
         if let position, !(2...3).contains(position.count) { throw ToolError("position must be [x, y] or [x, y, z]") }
+        if let pairing {
+            if let io = pairing.io, PairingIO(rawValue: io) == nil {
+                throw ToolError("pairing.io \"\(io)\" is not one of \(PairingIO.allValueStrings.joined(separator: ", "))")
+            }
+            if let passkey = pairing.passkey, passkey > 999_999 { throw ToolError("pairing.passkey must be 0–999999") }
+        }
         guard !services.isEmpty else { throw ToolError("no services") }
         for service in services {
             _ = try InputParsing.uuid(service.uuid)
@@ -144,7 +169,8 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
                 }
                 if let notify = c.notify {
                     guard notify.interval > 0 else { throw ToolError("\(where_): notify.interval must be positive") }
-                    guard c.properties.contains("notify") || c.properties.contains("indicate") else {
+                    let sends = ["notify", "indicate", "notifyEncryptionRequired", "indicateEncryptionRequired"]
+                    guard c.properties.contains(where: sends.contains) else {
                         throw ToolError("\(where_): notify needs the notify or indicate property")
                     }
                     for value in notify.values ?? [] { _ = try InputParsing.hex(value) }
@@ -175,7 +201,10 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
             case "writeWithoutResponse": properties.insert(.writeWithoutResponse)
             case "notify": properties.insert(.notify)
             case "indicate": properties.insert(.indicate)
-            default: throw ToolError("\(where_): unknown property \"\(name)\" (read, write, writeWithoutResponse, notify, indicate)")
+            case "notifyEncryptionRequired": properties.insert(.notifyEncryptionRequired)
+            case "indicateEncryptionRequired": properties.insert(.indicateEncryptionRequired)
+            default:
+                throw ToolError("\(where_): unknown property \"\(name)\" (read, write, writeWithoutResponse, notify, indicate, notifyEncryptionRequired, indicateEncryptionRequired)")
             }
         }
         return properties

@@ -29,10 +29,11 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
     public var problem: String? { lock.withLock { problemStorage } }
 
     /// Starts the peripheral (the manager powers on, then everything follows on its own).
-    /// `transport` overrides `CB_TRANSPORT` (a `CB_TRANSPORT` string).
-    /// `log` gets what happens (default: the context's error stream).
+    /// `transport` overrides `CB_TRANSPORT` (a `CB_TRANSPORT` string); `bondDirectory` is
+    /// where its controller keeps bonds (``CBManagerOptionLinuxBondDirectoryKey``).
+    /// `log` gets what happens (default: the context's error stream), pairing included.
     public init(spec: PeripheralSpec, context: ToolContext = .current, transport: String? = nil,
-                log: (@Sendable (String) -> Void)? = nil) {
+                bondDirectory: String? = nil, log: (@Sendable (String) -> Void)? = nil) {
         self.spec = spec
         self.context = context
         self.log = log ?? context.error
@@ -41,7 +42,13 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
         var options: [String: Any] = [CBPeripheralManagerOptionShowPowerAlertKey: false]
         if let position = spec.position { options[CBManagerOptionLinuxPositionKey] = position }
         if let transport { options[CBManagerOptionLinuxTransportKey] = transport }
+        if let bondDirectory { options[CBManagerOptionLinuxBondDirectoryKey] = bondDirectory }
         manager = CBPeripheralManager(delegate: self, queue: queue, options: context.managerOptions(options))
+        if let pairing = spec.pairing {
+            let name = spec.name
+            let log = self.log
+            manager.linuxPairingAgent = SimulatedPairingAgent(pairing) { log("[\(name)] \($0)") }
+        }
     }
 
     /// Stops notifying and advertising.
@@ -238,5 +245,46 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
         var data = counter.prefix.flatMap { try? InputParsing.hex($0) } ?? Data()
         for i in 0..<(counter.bytes ?? 1) { data.append(UInt8(truncatingIfNeeded: current >> (8 * i))) }
         return data
+    }
+}
+
+/// A simulated device's side of pairing, as its spec says: what it would show goes to the log,
+/// a passkey it is asked for is the spec's, and numbers are taken to match.
+private final class SimulatedPairingAgent: CBPairingAgent, @unchecked Sendable {
+    // Immutable.
+    let ioCapability: CBPairingIOCapability
+    private let passkey: UInt32?
+    private let log: @Sendable (String) -> Void
+
+    init(_ pairing: PeripheralSpec.Pairing, log: @escaping @Sendable (String) -> Void) {
+        // The spec was validated: an io string is one of PairingIO's.
+        ioCapability = (pairing.io.flatMap(PairingIO.init(rawValue:)) ?? .noInputNoOutput).capability
+        passkey = pairing.passkey
+        self.log = log
+    }
+
+    func handle(_ request: CBPairingRequest) {
+        let method = PairingText.method(request.method)
+        switch request.kind {
+        case .confirmPairing:
+            log("pairing: \(method), accepted")
+            request.accept()
+        case .displayPasskey(let value):
+            log("pairing: \(method), passkey \(PairingText.sixDigits(value))")
+            request.accept()
+        case .enterPasskey:
+            guard let passkey else {
+                log("pairing: \(method), but the spec gives no passkey to type: rejected")
+                return request.reject()
+            }
+            log("pairing: \(method), typing \(PairingText.sixDigits(passkey))")
+            request.enterPasskey(passkey)
+        case .confirmNumber(let value):
+            log("pairing: \(method), number \(PairingText.sixDigits(value)), accepted")
+            request.accept()
+        case .outOfBandData:
+            log("pairing: \(method), which a simulated device cannot do: rejected")
+            request.reject()
+        }
     }
 }

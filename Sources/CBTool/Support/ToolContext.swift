@@ -20,15 +20,20 @@ public struct ToolContext: Sendable {
     public var radio: CBVirtualRadio?
     /// Whether the output is a terminal (live redraws, ANSI).
     public var isTerminal: Bool
+    /// Reads one line of the user's input (a passkey, a yes or no), nil at the end of input.
+    /// It may block: commands call it off the delegate queues, never on the stack's loop.
+    public var readLine: @Sendable () -> String?
 
     public init(print: @escaping @Sendable (String) -> Void = ToolContext.standardOutput,
                 error: @escaping @Sendable (String) -> Void = ToolContext.standardError,
                 radio: CBVirtualRadio? = nil,
-                isTerminal: Bool = isatty(STDOUT_FILENO) == 1) {
+                isTerminal: Bool = isatty(STDOUT_FILENO) == 1,
+                readLine: @escaping @Sendable () -> String? = ToolContext.standardInput) {
         self.print = print
         self.error = error
         self.radio = radio
         self.isTerminal = isTerminal
+        self.readLine = readLine
     }
 
     @TaskLocal public static var current = ToolContext()
@@ -39,6 +44,10 @@ public struct ToolContext: Sendable {
 
     @Sendable public static func standardError(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    @Sendable public static func standardInput() -> String? {
+        Swift.readLine(strippingNewline: true)
     }
 
     /// Writes text as it is (no newline): terminal redraws.
