@@ -72,6 +72,8 @@ final class ConnectionPairingAgent: PairingAgent, @unchecked Sendable {
 
     /// While a person answers, a virtual clock must not leap over the wait (it would time the
     /// pairing out in an instant): the clock is held until the reply.
+    func hasOutOfBandData(for peer: LEAddress) -> Bool { agent.hasOutOfBandData(for: peer) }
+
     func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
         guard let loop = device?.loop else { return agent.prompt(prompt, peer: peer, reply: reply) }
         loop.holdClock()
@@ -201,12 +203,14 @@ extension HostDevice {
         let local = connection.le.localResolvablePrivateAddress.map { LEAddress(.randomDevice, $0) }
             ?? address ?? LEAddress(.randomDevice, .zero)
         let channel = connection.le.l2cap.securityManager!
+        let agent = ConnectionPairingAgent(device: self, connection: connection)
         let manager = SecurityManager(
             role: connection.role, localAddress: local, peerAddress: connection.le.peerOnAir, configuration: configuration,
-            agent: ConnectionPairingAgent(device: self, connection: connection), loop: loop,
-            send: { [weak channel] sdu in _ = channel?.send(sdu) })
+            agent: agent, loop: loop, send: { [weak channel] sdu in _ = channel?.send(sdu) })
         manager.delegate = self
         manager.log = log
+        manager.hasPeerOutOfBandData = agent.hasOutOfBandData(for: connection.peer)
+        manager.localOutOfBandData = localOutOfBandData
         connection.securityManagerStorage = manager
         return manager
     }
@@ -285,6 +289,16 @@ extension HostDevice {
         connection.encryptionTimer = nil
         connection.securityManagerStorage?.linkClosed()
         finishSecurity(connection, .failure(.disconnected))
+    }
+
+    /// Makes this device's LE Secure Connections out-of-band data (a fresh key pair's confirm
+    /// value and a random value) for the app to hand to a peer over another channel (NFC, a QR
+    /// code); the next pairing whose peer says it has it uses it, once.
+    public func makeLocalOutOfBandData() -> SMPLocalOOBData {
+        assertOnLoop()
+        let data = SMPLocalOOBData()
+        localOutOfBandData = data
+        return data
     }
 
     // MARK: Privacy
@@ -482,6 +496,8 @@ extension HostDevice: SecurityManagerDelegate {
                     log?("new keys for \(connection.peer) not stored: \(error)")
                 }
             }
+            // Out-of-band data serves one pairing.
+            if outcome.method == .outOfBand { localOutOfBandData = nil }
             log?("paired with \(connection.peer) (\(outcome.method), \(outcome.bonded ? "bonded" : "not bonded"))")
             finishSecurity(connection, .success(()))
         case .failure(let error):

@@ -92,6 +92,8 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// persistent store for its controller.
     @exclusivity(unchecked) public internal(set) var bonds = BondStore(inMemoryFor: LEAddress(.publicDevice, .zero))
     @exclusivity(unchecked) var pairingFailures: [LEAddress: PairingFailures] = [:]
+    /// Out-of-band data handed out for the next pairing that uses it (`makeLocalOutOfBandData`).
+    @exclusivity(unchecked) var localOutOfBandData: SMPLocalOOBData?
     /// Bonded peers whose resolvable private addresses the host resolves (the controller cannot,
     /// or its list is full): the address each was last seen at, to connect to, by identity.
     @exclusivity(unchecked) var lastResolvableAddress: [LEAddress: LEAddress] = [:]

@@ -140,6 +140,13 @@ public protocol PairingAgent: AnyObject, Sendable {
     /// The IO capability this agent offers (what the Pairing Request/Response advertise).
     var ioCapability: SMPIOCapability { get }
     func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void)
+    /// Whether out-of-band data from `peer` is at hand (the OOB flag this side sends); when the
+    /// pairing then uses OOB, the agent is asked `.outOfBandData`. False by default.
+    func hasOutOfBandData(for peer: LEAddress) -> Bool
+}
+
+extension PairingAgent {
+    public func hasOutOfBandData(for peer: LEAddress) -> Bool { false }
 }
 
 /// A long term key and what it is worth, as HCI carries it (16 octets, least significant first).

@@ -253,6 +253,54 @@ private final class PairingRig: @unchecked Sendable {
     }
 }
 
+/// Holds a peer's out-of-band data, as an app that read it from the peer's NFC tag does.
+private final class OutOfBandAgent: CBPairingAgent, @unchecked Sendable {
+    let ioCapability = CBPairingIOCapability.noInputNoOutput
+    let peerData: CBLinuxOutOfBandData?
+    let asked = Locked<[CBPairingMethod]>([])
+    init(peerData: CBLinuxOutOfBandData?) { self.peerData = peerData }
+    func hasOutOfBandData(for peerIdentifier: UUID) -> Bool { peerData != nil }
+    func handle(_ request: CBPairingRequest) {
+        asked.withLock { $0.append(request.method) }
+        if case .outOfBandData = request.kind, let peerData {
+            request.provideOutOfBandData(peerConfirm: peerData.confirm, peerRandom: peerData.random)
+        } else {
+            request.accept()
+        }
+    }
+}
+
+@Suite struct OutOfBandPairingTests {
+    @Test func outOfBandDataFromThePeripheralAuthenticatesThePairingWithoutAnyInputOrOutput() throws {
+        let rig = try PairingRig()
+        let data = try #require(rig.peripheralManager.linuxMakeOutOfBandData())
+        #expect(data.confirm.count == 16 && data.random.count == 16)
+        let central = OutOfBandAgent(peerData: data)
+        let peripheral = OutOfBandAgent(peerData: nil)
+        rig.central.linuxPairingAgent = central
+        rig.peripheralManager.linuxPairingAgent = peripheral
+        let connected = try rig.connect()
+        let secret = try rig.secret(of: connected)
+        #expect(rig.read(secret, on: connected) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
+        #expect(central.asked.current == [.outOfBand])
+        // Out of band is MITM-protected although neither side can show or enter anything.
+        #expect(rig.central.linuxBonds.first?.isAuthenticated == true)
+    }
+
+    @Test func wrongOutOfBandDataFailsThePairing() throws {
+        let rig = try PairingRig()
+        _ = try #require(rig.peripheralManager.linuxMakeOutOfBandData())
+        let forged = CBLinuxOutOfBandData(confirm: Data(repeating: 1, count: 16), random: Data(repeating: 2, count: 16))
+        rig.central.linuxPairingAgent = OutOfBandAgent(peerData: forged)
+        rig.peripheralManager.linuxPairingAgent = OutOfBandAgent(peerData: nil)
+        let connected = try rig.connect()
+        let secret = try rig.secret(of: connected)
+        let answer = rig.read(secret, on: connected)
+        #expect(answer?.hasSuffix("error att 15") == true || answer?.hasSuffix("error att 5") == true, "\(answer ?? "nil")")
+        #expect(rig.central.linuxBonds.isEmpty)
+    }
+}
+
 @Suite struct LinuxBondTests {
     @Test func pairingUpFrontListsTheBondOnBothSidesAndForgettingItMeansPairingAgain() throws {
         let rig = try PairingRig()

@@ -99,6 +99,14 @@ public protocol CBPairingAgent: AnyObject, Sendable {
     var ioCapability: CBPairingIOCapability { get }
     /// Answer `request` (now or later, exactly once).
     func handle(_ request: CBPairingRequest)
+    /// Whether out-of-band data from the device `peerIdentifier` names is at hand (read from
+    /// its NFC tag or QR code): pairing then uses it, and the agent is asked `.outOfBandData`.
+    /// False by default. Called on the stack's thread: answer at once, without blocking.
+    func hasOutOfBandData(for peerIdentifier: UUID) -> Bool
+}
+
+extension CBPairingAgent {
+    public func hasOutOfBandData(for peerIdentifier: UUID) -> Bool { false }
 }
 
 /// **Linux extension.** Process-wide pairing settings.
@@ -128,6 +136,8 @@ final class ManagerPairingAgent: PairingAgent, @unchecked Sendable {
     }
 
     var ioCapability: SMPIOCapability { agent.ioCapability.smp }
+
+    func hasOutOfBandData(for peer: LEAddress) -> Bool { agent.hasOutOfBandData(for: identifiers.identifier(for: peer)) }
 
     func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
         let kind: CBPairingRequest.Kind
@@ -161,6 +171,8 @@ final class ProcessPairingAgent: PairingAgent {
     }
 
     var ioCapability: SMPIOCapability { current.ioCapability }
+
+    func hasOutOfBandData(for peer: LEAddress) -> Bool { current.hasOutOfBandData(for: peer) }
 
     func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
         current.prompt(prompt, peer: peer, reply: reply)

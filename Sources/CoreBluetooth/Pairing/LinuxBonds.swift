@@ -34,7 +34,7 @@ public struct CBLinuxPairingError: Error, CustomStringConvertible, Sendable {
 extension CBManager {
     /// Runs `body` on the device's loop with the host device and waits for it (not from a
     /// delegate queue that the loop waits on: these calls are for tools and setup code).
-    private func onHostDevice<T: Sendable>(_ fallback: T, _ body: @escaping @Sendable (HostDevice) -> T) -> T {
+    fileprivate func onHostDevice<T: Sendable>(_ fallback: T, _ body: @escaping @Sendable (HostDevice) -> T) -> T {
         guard let device, state == .poweredOn else { return fallback }
         if device.loop.inLoop { return device.hostDevice.map(body) ?? fallback }
         let result = Locked<T>(fallback)
@@ -72,6 +72,31 @@ extension CBManager {
         return onHostDevice(false) { hostDevice in
             let bond = hostDevice.bonds.bonds.first { $0.matches(address) || $0.peerIdentity.address == address.address }
             return bond.map { hostDevice.removeBond(for: $0.peerIdentity) } ?? false
+        }
+    }
+}
+
+/// **Linux extension.** This device's LE Secure Connections out-of-band data, to hand to a peer
+/// over another channel (an NFC tag, a QR code): its confirm and random values, 16 bytes each,
+/// least significant byte first (as the peer's ``CBPairingRequest/provideOutOfBandData(peerConfirm:peerRandom:temporaryKey:)``
+/// takes them).
+public struct CBLinuxOutOfBandData: Hashable, Sendable {
+    public let confirm: Data
+    public let random: Data
+    /// Data read from a peer (its NFC tag, its QR code).
+    public init(confirm: Data, random: Data) {
+        self.confirm = confirm
+        self.random = random
+    }
+}
+
+extension CBManager {
+    /// **Linux extension.** Makes fresh out-of-band data for this manager's controller; the next
+    /// pairing whose peer says it has it uses it, once. Nil until powered on.
+    public func linuxMakeOutOfBandData() -> CBLinuxOutOfBandData? {
+        onHostDevice(nil) { hostDevice in
+            let data = hostDevice.makeLocalOutOfBandData()
+            return CBLinuxOutOfBandData(confirm: Data(data.confirm), random: Data(data.random))
         }
     }
 }
