@@ -325,35 +325,53 @@ extension HostDevice {
     }
 
     /// Puts the bonded peers that have an IRK in the controller's resolving list, with this
-    /// device's IRK, and turns resolution on; the controller then reports their identities and
-    /// connects to them by identity. Controllers without the commands leave it to the host.
-    func syncResolvingList() {
-        guard host.supportsAddressResolution, !isClosed else { return }
+    /// device's IRK, in device privacy mode (so that a peer showing its identity address stays
+    /// reachable), then turns resolution on: the controller then reports their identities and
+    /// connects to them by identity. Done once, before the device advertises, scans or
+    /// connects: controllers refuse these commands meanwhile once resolution is on. Peers bonded
+    /// later are resolved by the host until the next start; so are all of them on a controller
+    /// without a resolving list or privacy modes.
+    public func loadResolvingList(completion: @escaping () -> Void) {
+        assertOnLoop()
+        guard host.supportsAddressResolution, !isClosed, !host.isResolvingAddresses else { return completion() }
         guard let size = host.resolvingListSize else {
             host.readResolvingListSize { [weak self] result in
-                if case .success = result { self?.syncResolvingList() }
+                guard let self, case .success = result else { return completion() }
+                loadResolvingList(completion: completion)
             }
             return
         }
-        let localIRK = bonds.localIRK
+        let room = max(0, Int(size) - host.resolvingListPeers.count - 1)  // one left for enablePrivacy
         let wanted = bonds.bonds.filter { $0.peerIRK != nil && !host.resolvingListPeers.contains($0.peerIdentity.normalized) }
-        let room = max(0, Int(size) - host.resolvingListPeers.count)
-        for bond in wanted.prefix(room) {
-            host.addToResolvingList(bond.peerIdentity, peerIRK: bond.peerIRK!, localIRK: localIRK) { [weak self] result in
-                guard let self else { return }
-                if case .failure(let error) = result {
-                    log?("resolving list: \(error); the host resolves \(bond.peerIdentity)")
-                    return
-                }
-                // Peers that advertise from their identity address stay reachable (the
-                // default "network" mode would ignore them). Controllers before 5.0 have no
-                // privacy modes and accept them anyway.
-                host.setPrivacyMode(.device, for: bond.peerIdentity) { _ in }
+        addToResolvingList(Array(wanted.prefix(room)), localIRK: bonds.localIRK) { [weak self] in
+            guard let self, !host.resolvingListPeers.isEmpty else { return completion() }
+            host.setAddressResolution(enabled: true) { [weak self] result in
+                if case .failure(let error) = result { self?.log?("address resolution: \(error)") }
+                completion()
             }
         }
-        guard !host.isResolvingAddresses, !host.resolvingListPeers.isEmpty || !wanted.isEmpty else { return }
-        host.setAddressResolution(enabled: true) { [weak self] result in
-            if case .failure(let error) = result { self?.log?("address resolution: \(error)") }
+    }
+
+    /// Adds the bonds one after the other, each in device privacy mode; a peer whose mode
+    /// cannot be set leaves the list again (network mode would hide it when it shows its
+    /// identity address).
+    private func addToResolvingList(_ bonds: [Bond], localIRK: [UInt8], then done: @escaping () -> Void) {
+        guard let bond = bonds.first, let irk = bond.peerIRK else { return done() }
+        let rest = Array(bonds.dropFirst())
+        let peer = bond.peerIdentity
+        host.addToResolvingList(peer, peerIRK: irk, localIRK: localIRK) { [weak self] result in
+            guard let self else { return }
+            if case .failure(let error) = result {
+                log?("resolving list: \(error); the host resolves \(peer)")
+                return addToResolvingList(rest, localIRK: localIRK, then: done)
+            }
+            host.setPrivacyMode(.device, for: peer) { [weak self] result in
+                guard let self else { return }
+                guard case .failure = result else { return addToResolvingList(rest, localIRK: localIRK, then: done) }
+                host.removeFromResolvingList(peer) { [weak self] _ in
+                    self?.addToResolvingList(rest, localIRK: localIRK, then: done)
+                }
+            }
         }
     }
 
@@ -454,7 +472,6 @@ extension HostDevice {
         assertOnLoop()
         for bond in bonds.bonds { try? store.store(bond) }
         bonds = store
-        syncResolvingList()
     }
 
     /// The store for this controller once its identity is known, if still the placeholder.
@@ -490,7 +507,6 @@ extension HostDevice: SecurityManagerDelegate {
                     connection.security.isBonded = true
                     connection.serverConnection.hasEncryptionKey = true
                     rememberSubscriptions(of: connection)
-                    if outcome.peerIRK != nil { syncResolvingList() }
                 } catch {
                     // A weaker key than the bond's: this link uses it, the bond keeps its own.
                     log?("new keys for \(connection.peer) not stored: \(error)")

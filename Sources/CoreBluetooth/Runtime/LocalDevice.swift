@@ -218,11 +218,15 @@ final class LocalDevice: @unchecked Sendable {
                     let value = info.supportsExtendedAdvertising && info.supportsExtendedScanning && phys
                     extendedScanAndConnect.withLock { $0 = value }
                 }
+                // Bonds, then the controller's resolving list and privacy: all before any
+                // manager advertises, scans or connects (controllers refuse list changes then).
                 openBondStore(for: device) { [self] in
-                    guard let rotation = privacyRotation.current else { return finish(.success(device)) }
-                    device.enablePrivacy(rotation: rotation) { result in
-                        if case .failure(let error) = result { StackLog.log("no private addresses: \(error)") }
-                        finish(.success(device))
+                    device.loadResolvingList { [self] in
+                        guard let rotation = privacyRotation.current else { return finish(.success(device)) }
+                        device.enablePrivacy(rotation: rotation) { result in
+                            if case .failure(let error) = result { StackLog.log("no private addresses: \(error)") }
+                            finish(.success(device))
+                        }
                     }
                 }
             case .failure(let error):
