@@ -171,7 +171,8 @@ struct HostDeviceSecurityTests {
 
 @Suite("Host device: privacy")
 struct HostDevicePrivacyTests {
-    @Test func aBondedPeerAdvertisingFromRotatingPrivateAddressesKeepsItsIdentity() throws {
+    @Test(arguments: [false, true])
+    func aBondedPeerAdvertisingFromRotatingPrivateAddressesKeepsItsIdentity(controllerResolves: Bool) throws {
         let rig = try SecureBench()
         try rig.bench.run { rig.bench.shared.enablePrivacy(rotation: .seconds(60), completion: $0) }
         let identity = try #require(rig.bench.shared.address)
@@ -194,6 +195,14 @@ struct HostDevicePrivacyTests {
         #expect(rig.bench.peerA.bonds.bonds.first?.peerIdentity == identity)
         rig.disconnect(first)
 
+        // As after a restart, the bond goes into the central's controller (or the host resolves).
+        if controllerResolves {
+            var loaded = false
+            rig.bench.peerA.loadResolvingList { loaded = true }
+            #expect(rig.bench.run { loaded })
+            #expect(rig.bench.peerA.host.resolvingListPeers == [identity] && rig.bench.peerA.host.isResolvingAddresses)
+        }
+
         // Two rotations later the address is new; reports and the connection carry the identity.
         rig.bench.runFor(.seconds(130))
         try rig.bench.run { rig.bench.shared.startAdvertising(Bench.advertising(), for: rig.server, completion: $0) }
@@ -207,6 +216,8 @@ struct HostDevicePrivacyTests {
         let second = try #require(rig.visitor.connected.last)
         #expect(second.peer == identity)
         #expect(second.le.peerOnAir.isResolvablePrivate && second.le.peerOnAir != seen)
+        // Resolved by the controller, the link layer's event named the identity and the RPA.
+        #expect((second.le.peerResolvablePrivateAddress != nil) == controllerResolves)
         // The bond's key encrypts the link: no second pairing.
         #expect(try rig.read(on: second)?.get() == Array("secret".utf8))
         #expect(second.security.level == .unauthenticatedEncryption)
