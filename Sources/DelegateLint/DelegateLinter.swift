@@ -134,8 +134,9 @@ public enum DelegateLinter {
                     reason: "`\(conformer.name)`, which it inherits from, conforms to \(witnessed.protocolName) "
                         + "without implementing `\(witnessed.signature.name)`, so the protocol's empty default "
                         + "is called (a requirement's implementation is chosen where the conformance is declared)",
-                    fix: "declare it in the body of `\(conformer.name)` (not in an extension, not `final`; an empty "
-                        + "body will do) and mark this one `override`: \(witnessed.declaration) {}"))
+                    fix: "declare it in the body of `\(conformer.name)` (not in an extension, not `final`, `open` if "
+                        + "subclasses are in another module; an empty body will do) and mark this one `override`: "
+                        + "\(witnessed.declaration) {}"))
                 continue
             }
             guard !parsed.returnsValue, let near = nearest(parsed, in: requirements) else { continue }
