@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         // cbtool's subcommands, options and help.
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // `cbtool lint`'s parser (the toolchain's own Swift grammar); 603 matches Swift 6.3.
+        .package(url: "https://github.com/swiftlang/swift-syntax.git", from: "603.0.1"),
     ],
     targets: exampleTargets + [
         // Little-endian readers/writers shared by every codec.
@@ -108,10 +110,16 @@ let package = Package(
             "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding",
         ]),
 
+        // `cbtool lint`: near misses of Core Bluetooth delegate requirements (no `@objc optional`
+        // on Linux, so a misspelt optional method compiles and is never called).
+        .target(name: "DelegateLint", dependencies: [
+            .product(name: "SwiftSyntax", package: "swift-syntax"),
+            .product(name: "SwiftParser", package: "swift-syntax"),
+        ]),
         // cbtool's commands (demo, scan, explore, read/write/subscribe, simulate, radio, and the
         // raw-HCI ones), as a library so that tests run them in-process.
         .target(name: "CBTool", dependencies: [
-            "CoreBluetooth", "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling",
+            "CoreBluetooth", "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling", "DelegateLint",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The command-line tool: a thin entry to CBTool.
@@ -164,7 +172,8 @@ let package = Package(
             "VirtualController", "L2CAP", "HostStack", "ATT", "GATT", "GAP", "TestSupport",
         ]),
         // cbtool in-process (demo, specs, argument errors) and as processes sharing a radio.
-        .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth"]),
+        // The lint's samples are read as files, never compiled.
+        .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint"], exclude: ["LintSamples"]),
         // The example apps end to end, both sides on a virtual radio.
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "CoreBluetooth"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),

@@ -20,6 +20,13 @@ if ! { swift build --product cbbench && .build/debug/cbbench --smoke --json; }; 
     echo "cbbench smoke run failed" >&2
     status=1
 fi
+# The delegate lint over the examples, as porting developers run it (LintTests also checks it
+# finds every mistake planted in Tests/CBToolTests/LintSamples).
+echo "== cbtool lint Examples/"
+if ! .build/debug/cbtool lint Examples; then
+    echo "cbtool lint found delegate methods that will never be called in Examples/" >&2
+    status=1
+fi
 # One plain closing line with the Swift Testing totals, last (the XCTest runner, which has no
 # tests here, prints "Executed 0 tests" first).
 total=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+')

@@ -15,17 +15,42 @@ open class CBManager: NSObject, @unchecked Sendable {
     private var stateStorage: CBManagerState = .unknown
     private var unavailableReasonStorage: String?
     private var pairingAgentStorage: (any CBPairingAgent)?
+    /// What opening this manager's controller said about the permission to use it.
+    private var permissionStorage: CBManagerAuthorization?
+    /// The state the last start attempt reported (loop-confined): retries report a state only
+    /// when it changes.
+    private var attemptState: CBManagerState?
 
     /// The state of the device; `.unknown` until the first state callback.
+    ///
+    /// On Linux the platform decides it as iOS's system would: `.unauthorized` when the process
+    /// may not use the controller (the HCI user channel without CAP_NET_ADMIN), `.unsupported`
+    /// when there is no such controller, `.resetting` while another process holds the adapter
+    /// (retried; `.poweredOn` once it is free), `.poweredOff` while it is blocked by rfkill.
+    /// ``linuxUnavailableReason`` says why and what to do.
     open var state: CBManagerState { synchronized { stateStorage } }
 
-    /// The app's authorization to use Bluetooth: always allowed on Linux (access is governed by
-    /// the controller's permissions, such as the HCI user channel's CAP_NET_ADMIN).
+    /// This manager's authorization to use Bluetooth: `.denied` when opening its controller
+    /// failed for want of a permission (its state is then `.unauthorized`), otherwise the class
+    /// property's answer.
     @available(*, deprecated, message: "Use the class property CBManager.authorization instead")
-    open var authorization: CBManagerAuthorization { .allowedAlways }
+    open var authorization: CBManagerAuthorization { managerAuthorization }
 
-    /// The app's authorization to use Bluetooth: always allowed on Linux.
-    open class var authorization: CBManagerAuthorization { .allowedAlways }
+    /// The per-manager answer, without the deprecation.
+    var managerAuthorization: CBManagerAuthorization {
+        synchronized { permissionStorage } ?? ProcessAuthorization.current
+    }
+
+    /// The process's authorization to use Bluetooth.
+    ///
+    /// Linux has no Bluetooth permission prompt; the controller's own permissions stand in for
+    /// it. This is the last answer a manager of this process got opening a controller that
+    /// needs a permission: `.denied` after the HCI user channel refused it for want of
+    /// CAP_NET_ADMIN (or a serial device or Unix socket refused this user), `.allowedAlways`
+    /// once one opened. Before any manager tried, it is `.denied` when `CB_TRANSPORT` names an
+    /// HCI adapter and the process lacks CAP_NET_ADMIN, as iOS answers before the first
+    /// manager; otherwise `.allowedAlways`.
+    open class var authorization: CBManagerAuthorization { ProcessAuthorization.current }
 
     let callbacks: CallbackQueue
     /// Nil when the options or `CB_TRANSPORT` named no usable controller (`deviceProblem` says why).
@@ -92,20 +117,56 @@ open class CBManager: NSObject, @unchecked Sendable {
             return
         }
         device.loop.execute { [weak self] in
-            guard self != nil else { return }
-            device.start { [weak self] result in
-                guard let self else { return }
-                switch result {
-                case .success(let hostDevice):
-                    self.deviceDidStart(hostDevice)
-                    self.deliverState(.poweredOn)
-                case .failure(let problem):
-                    synchronized { self.unavailableReasonStorage = "\(problem)" }
-                    StackLog.deviceProblem("Bluetooth device unusable: \(problem)")
-                    self.deliverState(.unsupported)
+            self?.attemptStart(on: device, failingSince: nil)
+        }
+    }
+
+    /// The path the `setcap` advice names: this process's executable.
+    private static let executablePath: String =
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments.first ?? "BINARY"
+
+    /// On the loop: starts the device; a failure is classified (``DeviceAvailability``) into
+    /// the state, the authorization and the reason, and a held or blocked adapter is tried
+    /// again after the retry interval, the state reported only when it changes.
+    private func attemptStart(on device: LocalDevice, failingSince: LoopInstant?) {
+        device.start { [weak self] result in
+            guard let self else { return }
+            let spec = device.externalSpec
+            switch result {
+            case .success(let hostDevice):
+                if let spec, DeviceAvailability.needsPermission(spec) { self.learnPermission(.allowedAlways) }
+                synchronized { self.unavailableReasonStorage = nil }
+                self.attemptState = .poweredOn
+                self.deviceDidStart(hostDevice)
+                self.deliverState(.poweredOn)
+            case .failure(let problem):
+                let policy = device.retryPolicy
+                let since = failingSince ?? device.loop.currentTime
+                var availability = DeviceAvailability.classify(
+                    transport: spec, errno: problem.errno, message: "\(problem)", executable: Self.executablePath)
+                if availability.state == .resetting, device.loop.currentTime - since >= policy.giveUpAfter {
+                    availability = availability.givingUp(after: policy.giveUpAfter)
+                }
+                if let permission = availability.permission { self.learnPermission(permission) }
+                synchronized { self.unavailableReasonStorage = availability.reason }
+                if self.attemptState != availability.state {
+                    self.attemptState = availability.state
+                    StackLog.deviceProblem("Bluetooth device unusable: \(availability.reason)")
+                    self.deliverState(availability.state)
+                }
+                guard availability.retries else { return }
+                _ = device.loop.schedule(after: policy.interval) { [weak self] in
+                    self?.attemptStart(on: device, failingSince: since)
                 }
             }
         }
+    }
+
+    /// Records what opening the controller said about the permission, for this manager and
+    /// the process.
+    private func learnPermission(_ permission: CBManagerAuthorization) {
+        synchronized { permissionStorage = permission }
+        ProcessAuthorization.learned.withLock { $0 = permission }
     }
 
     /// On the loop, when the device is up (first start and after a power cycle): join it as a
@@ -150,8 +211,11 @@ open class CBManager: NSObject, @unchecked Sendable {
 // MARK: - Linux extensions
 
 extension CBManager {
-    /// **Linux extension.** Why the state is `.unsupported`: the controller `CB_TRANSPORT` (or
-    /// the transport option) names could not be opened or initialised. Nil otherwise.
+    /// **Linux extension.** Why the state is not `.poweredOn`: the controller `CB_TRANSPORT` (or
+    /// the transport option) names could not be opened or initialised, and what to do about it
+    /// (for `.unauthorized`: the capability to grant, `setcap cap_net_admin+ep` on the
+    /// executable or running as root, and releasing the adapter from bluetoothd; for
+    /// `.resetting`: who holds the adapter). Nil while the controller is usable.
     public var linuxUnavailableReason: String? { synchronized { unavailableReasonStorage } }
 
     /// **Linux extension.** The address this manager's device uses on the air, once it is

@@ -4,7 +4,13 @@ import Scheduling
 /// Why a transport closed or could not open.
 public struct HCITransportError: Error, Equatable, Sendable, CustomStringConvertible {
     public var message: String
-    public init(_ message: String) { self.message = message }
+    /// The system call's error number when one failed (`EPERM`, `EBUSY`, `ECONNREFUSED`…), so
+    /// that callers can tell a missing permission from a missing device; nil otherwise.
+    public var errno: Int32?
+    public init(_ message: String, errno: Int32? = nil) {
+        self.message = message
+        self.errno = errno
+    }
     public var description: String { message }
 }
 

@@ -31,29 +31,35 @@ public final class HCIUserChannelTransport: HCITransport {
         return bytes
     }
 
-    /// A readable reason for a failed `socket` or `bind` on the user channel.
+    /// A readable reason for a failed `socket` or `bind` on the user channel, carrying the
+    /// errno (CoreBluetooth turns it into a manager state). What the kernel's `hci_sock_bind`
+    /// answers: EPERM without CAP_NET_ADMIN, ENODEV for no such index, EBUSY while the adapter is
+    /// up (bluetoothd powered it) or initialising, EUSERS when another process has its user
+    /// channel, ERFKILL when it is blocked.
     static func openError(index: UInt16, operation: String, errno code: Int32) -> HCITransportError {
         let adapter = "hci\(index)"
         let name = POSIX.errnoName(code)
-        switch code {
-        case EAFNOSUPPORT, EPROTONOSUPPORT:
-            return HCITransportError("\(adapter): kernel has no Bluetooth support (\(name))")
-        case EPERM, EACCES:
-            return HCITransportError(
+        let message =
+            switch code {
+            case EAFNOSUPPORT, EPROTONOSUPPORT:
+                "\(adapter): kernel has no Bluetooth support (\(name))"
+            case EPERM, EACCES:
                 "\(adapter): the HCI user channel needs CAP_NET_ADMIN: run as root or "
-                    + "`setcap cap_net_admin+ep` the executable (\(name))")
-        case ENODEV:
-            return HCITransportError("\(adapter): no such adapter (\(name))")
-        case EBUSY:
-            return HCITransportError(
-                "\(adapter): adapter is up: run `hciconfig \(adapter) down` first (\(name))")
-        case EALREADY:
-            return HCITransportError("\(adapter): user channel already in use by another process (\(name))")
-        case ERFKILL:
-            return HCITransportError("\(adapter): adapter is blocked by rfkill: `rfkill unblock bluetooth` (\(name))")
-        default:
-            return HCITransportError("\(adapter): \(operation): \(POSIX.describe(code))")
-        }
+                    + "`setcap cap_net_admin+ep` the executable (\(name))"
+            case ENODEV:
+                "\(adapter): no such adapter (\(name))"
+            case EBUSY:
+                "\(adapter): adapter is up: run `hciconfig \(adapter) down` first (\(name))"
+            case EUSERS:
+                "\(adapter): another process has the adapter's user channel (\(name))"
+            case EALREADY:
+                "\(adapter): user channel already in use by another process (\(name))"
+            case ERFKILL:
+                "\(adapter): adapter is blocked by rfkill: `rfkill unblock bluetooth` (\(name))"
+            default:
+                "\(adapter): \(operation): \(POSIX.describe(code))"
+            }
+        return HCITransportError(message, errno: code)
     }
 
     /// Opens the raw HCI socket and binds it to the adapter's user channel.

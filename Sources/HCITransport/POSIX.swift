@@ -33,6 +33,7 @@ enum POSIX {
         case EHOSTUNREACH: "EHOSTUNREACH"
         case EALREADY: "EALREADY"
         case ERFKILL: "ERFKILL"
+        case EUSERS: "EUSERS"
         default: "errno \(code)"
         }
     }
@@ -44,7 +45,7 @@ enum POSIX {
 
     /// An error for a failed call, with what was being done: "connect to 127.0.0.1:9: …".
     static func error(_ what: String, _ code: Int32 = errno) -> HCITransportError {
-        HCITransportError("\(what): \(describe(code))")
+        HCITransportError("\(what): \(describe(code))", errno: code)
     }
 
     static func setNonBlocking(_ fd: Int32) throws {

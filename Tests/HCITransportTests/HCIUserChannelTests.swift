@@ -22,10 +22,14 @@ struct HCIUserChannelTests {
         (ENODEV, "hci0: no such adapter (ENODEV)"),
         (EBUSY, "hci0: adapter is up: run `hciconfig hci0 down` first (EBUSY)"),
         (EALREADY, "hci0: user channel already in use by another process (EALREADY)"),
+        (EUSERS, "hci0: another process has the adapter's user channel (EUSERS)"),
         (EINVAL, "hci0: bind: Invalid argument (EINVAL)"),
     ])
     func errorMapping(code: Int32, message: String) {
-        #expect(HCIUserChannelTransport.openError(index: 0, operation: "bind", errno: code).message == message)
+        let error = HCIUserChannelTransport.openError(index: 0, operation: "bind", errno: code)
+        #expect(error.message == message)
+        // The number travels with the message, for CoreBluetooth's manager state.
+        #expect(error.errno == code)
     }
 
     @Test func openingFailsWithAClearError() throws {
@@ -47,6 +51,8 @@ struct HCIUserChannelTests {
         } else {
             #expect(error?.message.hasPrefix("hci4242: ") == true)
         }
+        // Whichever the failure, its errno comes with it.
+        #expect(error?.errno != nil)
         // A failed open leaves the transport inert.
         transport.send(.command(HCICommandPacket(opcode: HCIOpcode(rawValue: 0x0C03))))
         transport.close()

@@ -77,9 +77,12 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         }
     }
 
-    /// Sharing data while in the background: always authorised on Linux.
+    /// Sharing data while in the background: ``CBManager/authorization`` in the old type (the
+    /// raw values are the same), as iOS 13 answers.
     @available(*, deprecated, message: "Use CBManager.authorization instead")
-    open class func authorizationStatus() -> CBPeripheralManagerAuthorizationStatus { .authorized }
+    open class func authorizationStatus() -> CBPeripheralManagerAuthorizationStatus {
+        CBPeripheralManagerAuthorizationStatus(rawValue: CBManager.authorization.rawValue) ?? .authorized
+    }
 
     /// Whether advertising is on: true from the successful start until `stopAdvertising()` or
     /// power off. It stays true while centrals are connected (advertising goes on then).

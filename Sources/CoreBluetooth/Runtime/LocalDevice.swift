@@ -11,6 +11,22 @@ import VirtualController
 /// Why a manager's device could not be made or started.
 struct DeviceError: Error, CustomStringConvertible {
     var description: String
+    /// The failed system call's error number, when opening the transport failed with one
+    /// (what ``DeviceAvailability`` classifies).
+    var errno: Int32?
+
+    init(description: String, errno: Int32? = nil) {
+        self.description = description
+        self.errno = errno
+    }
+}
+
+/// A test seam: an external controller's transport made by the test (one that fails to open
+/// as an adapter would, then reaches a virtual controller), on a virtual radio's loop so that
+/// retries run on virtual time. Passed under ``LocalDevice/overrideOptionKey``.
+struct ExternalDeviceOverride: @unchecked Sendable {
+    var radio: CBVirtualRadio
+    var makeTransport: @Sendable (TransportSpec) throws -> HCITransport
 }
 
 /// One local Bluetooth device: a controller (virtual on a radio, or external over a transport)
@@ -37,7 +53,14 @@ final class LocalDevice: @unchecked Sendable {
     /// device is powered back on.
     private(set) var hostDevice: HostDevice?
     private(set) var controller: VirtualController?
-    private let externalSpec: TransportSpec?
+    /// The external controller's transport, nil for a virtual device.
+    let externalSpec: TransportSpec?
+    /// Makes the external controller's transport (a test may substitute its own).
+    private let makeTransport: @Sendable (TransportSpec) throws -> HCITransport
+    /// Whether `loop` is the device's own, to shut down with it (not a radio's a test lent).
+    private let ownsLoop: Bool
+    /// How managers retry the controller while it is held or blocked.
+    let retryPolicy = DeviceRetryPolicy()
     private let snoopPath: String?
     private let position: RadioPosition
     /// Starts in progress: each waiter hears the outcome.
@@ -60,8 +83,12 @@ final class LocalDevice: @unchecked Sendable {
     private var afterBondStore: (() -> Void)?
 
     private init(loop: EventLoop, radio: CBVirtualRadio?, identifiers: IdentifierStore, label: String,
-                 externalSpec: TransportSpec?, snoopPath: String?, position: RadioPosition) {
+                 externalSpec: TransportSpec?, snoopPath: String?, position: RadioPosition,
+                 makeTransport: @escaping @Sendable (TransportSpec) throws -> HCITransport = { try $0.makeExternalTransport() },
+                 ownsLoop: Bool = true) {
         self.loop = loop
+        self.makeTransport = makeTransport
+        self.ownsLoop = ownsLoop
         self.radio = radio
         self.identifiers = identifiers
         self.label = label
@@ -72,6 +99,9 @@ final class LocalDevice: @unchecked Sendable {
 
     /// External devices in use, by transport: managers naming the same one share it.
     private static let registry = Locked<[String: LocalDevice]>([:])
+
+    /// The option under which tests pass an ``ExternalDeviceOverride`` (internal: not an API).
+    static let overrideOptionKey = "kCBManagerOptionLinuxTestExternalDeviceOverride"
 
     /// Chooses the controller from the options, the task's current radio, `CB_TRANSPORT`, or
     /// the shared radio, in that order. An external controller another manager of the process
@@ -134,9 +164,16 @@ final class LocalDevice: @unchecked Sendable {
                     existing.managers += 1
                     return existing
                 }
-                let loop = EventLoop(name: "CoreBluetooth \(spec)", pacing: .realTime)
-                let device = LocalDevice(loop: loop, radio: nil, identifiers: .persistent, label: key,
+                let device: LocalDevice
+                if let override = options?[overrideOptionKey] as? ExternalDeviceOverride {
+                    device = LocalDevice(loop: override.radio.loop, radio: nil, identifiers: override.radio.identifiers,
+                                         label: key, externalSpec: spec, snoopPath: snoop, position: position,
+                                         makeTransport: override.makeTransport, ownsLoop: false)
+                } else {
+                    let loop = EventLoop(name: "CoreBluetooth \(spec)", pacing: .realTime)
+                    device = LocalDevice(loop: loop, radio: nil, identifiers: .persistent, label: key,
                                          externalSpec: spec, snoopPath: snoop, position: position)
+                }
                 devices[key] = device
                 return device
             })
@@ -187,9 +224,10 @@ final class LocalDevice: @unchecked Sendable {
         var transport: HCITransport
         if let externalSpec {
             do {
-                transport = try externalSpec.makeExternalTransport()
+                transport = try makeTransport(externalSpec)
             } catch {
-                return finish(.failure(DeviceError(description: "\(externalSpec): \(error)")))
+                let code = (error as? HCITransportError)?.errno
+                return finish(.failure(DeviceError(description: "\(externalSpec): \(error)", errno: code)))
             }
         } else if let controller {
             controller.setPowered(true)
@@ -231,7 +269,9 @@ final class LocalDevice: @unchecked Sendable {
                 }
             case .failure(let error):
                 if hostDevice === device { hostDevice = nil }
-                finish(.failure(DeviceError(description: "\(label): \(error)")))
+                var code: Int32?
+                if case .transportClosed(let closed?) = error { code = closed.errno }
+                finish(.failure(DeviceError(description: "\(label): \(error)", errno: code)))
             }
         }
     }
@@ -249,6 +289,8 @@ final class LocalDevice: @unchecked Sendable {
         let deviceID = ObjectIdentifier(device)
         // Kept on the device, on the loop, until the store is open: only the store crosses threads.
         afterBondStore = done
+        // On a virtual clock, time waits for the store (no effect on the wall clock).
+        loop.holdClock()
         DispatchQueue.global().async { [self] in
             let store: BondStore?
             do {
@@ -258,6 +300,7 @@ final class LocalDevice: @unchecked Sendable {
                 store = nil
             }
             loop.execute { [self] in
+                loop.releaseClock()
                 if let store, let hostDevice, ObjectIdentifier(hostDevice) == deviceID { hostDevice.useBondStore(store) }
                 let done = afterBondStore
                 afterBondStore = nil
@@ -308,7 +351,7 @@ final class LocalDevice: @unchecked Sendable {
             hostDevice?.stop()
             hostDevice = nil
             controller?.setPowered(false)
-            if radio == nil { loop.shutdown() }
+            if radio == nil, ownsLoop { loop.shutdown() }
         }
     }
 }
