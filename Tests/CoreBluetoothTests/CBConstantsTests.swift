@@ -62,11 +62,12 @@ import Testing
 //   [chromium]  chromium base/mac/sdk_forward_declarations.mm (CBAdvertisementDataIsConnectable).
 //   [fbp]       flutter_blue_plus, ios/Classes/FlutterBluePlusPlugin.m (raw auto-reconnect key).
 //   [docs]      developer.apple.com/documentation/corebluetooth/cbuuidl2cappsmcharacteristicstring.
+//   [apps]      published iOS apps switch on a descriptor's `uuid.uuidString` (the 16-bit form,
+//               "2902") with `case CBUUIDExtendedProperties…, CBUUIDClientCharacteristic…,
+//               CBUUIDServerCharacteristicConfigurationString:`, which holds only if each
+//               constant is that form: 2900, 2902 and 2903 (found with the code search, 2026-11).
 // Unconfirmed (no public source found for Apple's runtime value; left as they were):
 //   CBCentralManagerOptionDeviceAccessForMedia = "kCBInitOptionDeviceAccessForMedia",
-//   CBUUIDCharacteristicExtendedPropertiesString = "2900",
-//   CBUUIDClientCharacteristicConfigurationString = "2902",
-//   CBUUIDServerCharacteristicConfigurationString = "2903",
 //   CBUUIDCharacteristicAggregateFormatString = "2905",
 //   CBUUIDCharacteristicObservationScheduleString = "2910".
 // The CBManagerOptionLinux... and CBAdvertisementDataLinux... keys are this package's own and
@@ -131,10 +132,11 @@ import Testing
         #expect(CBUUIDCharacteristicValidRangeString == "2906")
         // [docs]
         #expect(CBUUIDL2CAPPSMCharacteristicString == "ABDD3056-28FA-441D-A470-55A75A52553A")
-        // Unconfirmed (the Bluetooth SIG's 16-bit descriptor UUIDs, spelled as the confirmed ones).
+        // [apps]
         #expect(CBUUIDCharacteristicExtendedPropertiesString == "2900")
         #expect(CBUUIDClientCharacteristicConfigurationString == "2902")
         #expect(CBUUIDServerCharacteristicConfigurationString == "2903")
+        // Unconfirmed (the Bluetooth SIG's 16-bit descriptor UUIDs, spelled as the confirmed ones).
         #expect(CBUUIDCharacteristicAggregateFormatString == "2905")
         #expect(CBUUIDCharacteristicObservationScheduleString == "2910")
     }
