@@ -49,7 +49,6 @@ public final class BondStore: @unchecked Sendable {
 
     /// The controller's identity address whose bonds these are.
     public let controllerIdentity: LEAddress
-    /// The store's file.
     /// The store's file; nil for a store kept in memory only.
     public let fileURL: URL?
     /// The directory holding the store's file; nil in memory.
@@ -65,8 +64,9 @@ public final class BondStore: @unchecked Sendable {
     }
 
     private let state = Locked(State())
-    /// Internal for tests, which hold it to see changes coalesce.
-    let writer = DispatchQueue(label: "Bonding.BondStore.writer")
+    /// Internal for tests, which hold it to see changes coalesce. None for a store in memory
+    /// (one per simulated device, and fleets have thousands).
+    let writer: DispatchQueue?
     private let log: (@Sendable (String) -> Void)?
 
     /// Opens (or starts) the store of the controller with identity address
@@ -87,6 +87,7 @@ public final class BondStore: @unchecked Sendable {
         let isDefault = directory == nil
         guard let directory = directory ?? Self.defaultDirectory() else { throw BondStoreError.noDirectory }
         fileURL = directory.appendingPathComponent(Self.fileName(for: self.controllerIdentity))
+        writer = DispatchQueue(label: "Bonding.BondStore.writer")
         try Self.makeDirectory(directory, tighten: isDefault)
         removeStaleTemporaryFiles()
         load()
@@ -99,6 +100,7 @@ public final class BondStore: @unchecked Sendable {
         self.controllerIdentity = Bond.identity(of: controllerIdentity)
         self.log = log
         fileURL = nil
+        writer = nil
     }
 
     /// Where stores live when no directory is given: `$CB_BOND_DIR`, else
@@ -264,7 +266,7 @@ public final class BondStore: @unchecked Sendable {
     /// Waits until every change made before the call is on disk (or its write failed, which
     /// is logged). For tests and shutdown.
     public func flush() {
-        writer.sync {}
+        writer?.sync {}
     }
 
     /// A store whose process may end while it is open.
@@ -324,7 +326,7 @@ public final class BondStore: @unchecked Sendable {
     /// Under the lock: queues a write unless one is queued that has not yet taken its
     /// snapshot (it will see this change too).
     private func scheduleWrite(_ state: inout State) {
-        guard fileURL != nil, !state.writeQueued else { return }
+        guard let writer, !state.writeQueued else { return }
         state.writeQueued = true
         writer.async { self.write() }
     }

@@ -70,14 +70,44 @@ public final class DeviceConnection: @unchecked Sendable {
     @exclusivity(unchecked) var users: [ObjectIdentifier] = []
     @exclusivity(unchecked) var readyTimer: TimerHandle?
 
-    // Security (HostDevice+Security)
-    /// The link's Security Manager, made when SMP is first needed on it.
-    @exclusivity(unchecked) var securityManagerStorage: SecurityManager?
-    /// Who waits for the link's security to be raised (a pairing or an encryption under way).
-    @exclusivity(unchecked) var securityWaiters: [(Result<Void, LinkSecurityError>) -> Void] = []
-    /// What the key the link is being encrypted with is worth, until Encryption Change.
-    @exclusivity(unchecked) var encryptingWith: (level: LESecurityLevel, keySize: Int)?
-    @exclusivity(unchecked) var encryptionTimer: TimerHandle?
+    // Security (HostDevice+Security), in an object of its own made when first needed: most
+    // links of a fleet never pair, and every byte of a connection counts there.
+    @exclusivity(unchecked) private var securityWork: SecurityWork?
+
+    final class SecurityWork {
+        /// The link's Security Manager, made when SMP is first needed on it.
+        var manager: SecurityManager?
+        /// Who waits for the link's security to be raised (a pairing or an encryption under way).
+        var waiters: [(Result<Void, LinkSecurityError>) -> Void] = []
+        /// What the key the link is being encrypted with is worth, until Encryption Change.
+        var encryptingWith: (level: LESecurityLevel, keySize: Int)?
+        var encryptionTimer: TimerHandle?
+    }
+
+    private var work: SecurityWork {
+        if let securityWork { return securityWork }
+        let made = SecurityWork()
+        securityWork = made
+        return made
+    }
+
+    // Clearing what was never set makes nothing.
+    var securityManagerStorage: SecurityManager? {
+        get { securityWork?.manager }
+        set { if newValue != nil || securityWork != nil { work.manager = newValue } }
+    }
+    var securityWaiters: [(Result<Void, LinkSecurityError>) -> Void] {
+        get { securityWork?.waiters ?? [] }
+        set { if !newValue.isEmpty || securityWork != nil { work.waiters = newValue } }
+    }
+    var encryptingWith: (level: LESecurityLevel, keySize: Int)? {
+        get { securityWork?.encryptingWith }
+        set { if newValue != nil || securityWork != nil { work.encryptingWith = newValue } }
+    }
+    var encryptionTimer: TimerHandle? {
+        get { securityWork?.encryptionTimer }
+        set { if newValue != nil || securityWork != nil { work.encryptionTimer = newValue } }
+    }
 
     init(le: LEConnection, peer: LEAddress? = nil, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
         self.le = le

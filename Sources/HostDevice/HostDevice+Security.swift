@@ -474,13 +474,6 @@ extension HostDevice {
         bonds = store
     }
 
-    /// The store for this controller once its identity is known, if still the placeholder.
-    func identifyBondStore(_ identity: LEAddress) {
-        guard bonds.fileURL == nil, bonds.controllerIdentity.address == .zero else { return }
-        let store = BondStore(inMemoryFor: identity, log: log)
-        for bond in bonds.bonds { try? store.store(bond) }
-        bonds = store
-    }
 }
 
 extension HostDevice: SecurityManagerDelegate {

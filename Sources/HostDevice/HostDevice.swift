@@ -120,7 +120,6 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         host.start { [self] result in
             switch result {
             case .success(let info):
-                identifyBondStore(LEAddress(.publicDevice, info.address))
                 let random = LEHost.staticRandomAddress(from: info.address)
                 host.setRandomAddress(random) { [self] result in
                     switch result {

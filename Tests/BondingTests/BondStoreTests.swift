@@ -280,7 +280,7 @@ struct BondStoreTests {
 
         // Hold the writer so that every change below is made before it runs.
         let hold = DispatchSemaphore(value: 0)
-        store.writer.async { hold.wait() }
+        store.writer?.async { hold.wait() }
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             for i in 0..<250 {
                 store.update(peer: Fixture.peer) { $0.cccdValues[UInt16(0x1000 + thread * 250 + i)] = UInt16(i) }

@@ -285,7 +285,8 @@ final class LocalDevice: @unchecked Sendable {
         let named = bondDirectory.current.map { URL(fileURLWithPath: $0) }
         let explicit = named != nil || ProcessInfo.processInfo.environment["CB_BOND_DIR"].map { !$0.isEmpty } ?? false
         guard externalSpec != nil || explicit else { return done() }
-        let identity = device.bonds.controllerIdentity
+        // The controller's identity: its public address (bonds follow the controller).
+        guard let identity = device.host.info.map({ LEAddress(.publicDevice, $0.address) }) else { return done() }
         let deviceID = ObjectIdentifier(device)
         // Kept on the device, on the loop, until the store is open: only the store crosses threads.
         afterBondStore = done
