@@ -24,6 +24,8 @@ let package = Package(
         .library(name: "VirtualController", targets: ["VirtualController"]),
         // Apple's Core Bluetooth API, so iOS code using `import CoreBluetooth` compiles unchanged.
         .library(name: "CoreBluetooth", targets: ["CoreBluetooth"]),
+        // Linux extension: async/await and AsyncSequence beside Apple's delegate API.
+        .library(name: "CoreBluetoothAsync", targets: ["CoreBluetoothAsync"]),
         .executable(name: "cbtool", targets: ["cbtool"]),
         .executable(name: "cbbench", targets: ["cbbench"]),
     ],
@@ -109,6 +111,9 @@ let package = Package(
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
             "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding",
         ]),
+        // Linux extension: async/await and AsyncSequence over the same managers and objects,
+        // hearing their delegate events through an event tap (the app keeps its delegate).
+        .target(name: "CoreBluetoothAsync", dependencies: ["CoreBluetooth"]),
 
         // `cbtool lint`: near misses of Core Bluetooth delegate requirements (no `@objc optional`
         // on Linux, so a misspelt optional method compiles and is never called).
@@ -171,6 +176,8 @@ let package = Package(
             "CoreBluetooth", "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver",
             "VirtualController", "L2CAP", "HostStack", "ATT", "GATT", "GAP", "TestSupport",
         ]),
+        // The async extension against peripheral managers on private radios.
+        .testTarget(name: "CoreBluetoothAsyncTests", dependencies: ["CoreBluetoothAsync", "CoreBluetooth"]),
         // cbtool in-process (demo, specs, argument errors) and as processes sharing a radio.
         // The lint's samples are read as files, never compiled.
         .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint"], exclude: ["LintSamples"]),

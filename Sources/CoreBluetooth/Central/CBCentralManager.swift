@@ -42,6 +42,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// what turns its events (values) into objects and delegate calls.
     private let service = CentralService()
     private let events = CentralEvents()
+    /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
+    private var taps = EventTaps<CBCentralManagerDelegate>()
 
     private struct WeakPeripheral {
         weak var object: CBPeripheral?
@@ -76,6 +78,18 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     override func stateDidChange() {
         delegate?.centralManagerDidUpdateState(self)
+        for observer in synchronized({ taps.observers }) { observer.centralManagerDidUpdateState(self) }
+    }
+
+    /// Makes `observer` hear every delegate event of this manager, on its queue right after the
+    /// delegate, until ``removeEventTap(_:)``: CoreBluetoothAsync's way in, which leaves the
+    /// app's delegate alone.
+    package func addEventTap(_ observer: CBCentralManagerDelegate) -> CBEventTapToken {
+        synchronized { taps.add(observer) }
+    }
+
+    package func removeEventTap(_ token: CBEventTapToken) {
+        synchronized { taps.remove(token) }
     }
 
     /// Whether the central can use `features` (here: whether its controller can).
@@ -285,11 +299,12 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     // MARK: - Delegate calls (from the loop)
 
-    /// Calls the delegate on its queue (nothing if the manager is gone).
+    /// Calls the delegate, then the tap's observers, on its queue (nothing if the manager is gone).
     func deliver(_ body: @escaping @Sendable (CBCentralManager, CBCentralManagerDelegate) -> Void) {
         callbacks.async { [weak self] in
-            guard let self, let delegate = self.delegate else { return }
-            body(self, delegate)
+            guard let self else { return }
+            if let delegate = self.delegate { body(self, delegate) }
+            for observer in synchronized({ self.taps.observers }) { body(self, observer) }
         }
     }
 

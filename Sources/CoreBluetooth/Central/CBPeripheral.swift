@@ -26,6 +26,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// turns false; returned as the link takes them.
     @exclusivity(unchecked) var writeBudget = CBPeripheral.writeBudgetLimit
     @exclusivity(unchecked) var owesWriteReadiness = false
+    /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
+    @exclusivity(unchecked) private var taps = EventTaps<CBPeripheralDelegate>()
 
     /// The device's address (not shown to the app, as on iOS).
     let address: LEAddress
@@ -64,6 +66,21 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         get { synchronized { delegateStorage } }
         set { synchronized { delegateStorage = newValue } }
     }
+
+    /// Makes `observer` hear every delegate event of this peripheral, on its manager's queue
+    /// right after the delegate, until ``removeEventTap(_:)``: CoreBluetoothAsync's way in,
+    /// which leaves the app's delegate alone.
+    package func addEventTap(_ observer: CBPeripheralDelegate) -> CBEventTapToken {
+        synchronized { taps.add(observer) }
+    }
+
+    package func removeEventTap(_ token: CBEventTapToken) {
+        synchronized { taps.remove(token) }
+    }
+
+    /// The central manager the peripheral belongs to (CoreBluetoothAsync hears its
+    /// disconnections there).
+    package var centralManager: CBCentralManager? { manager }
 
     /// The peripheral's name: its GAP Device Name once known, else the advertised local name.
     open var name: String? { synchronized { nameStorage } }
@@ -129,11 +146,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         // `self` is held until the callback ran (a weak capture costs a side-table entry's
         // traffic per callback); a released peripheral's last callbacks still reach the delegate.
         callbacks.async { [self] in
-            let delegate = synchronized { () -> CBPeripheralDelegate? in
+            let (delegate, observers) = synchronized { () -> (CBPeripheralDelegate?, [CBPeripheralDelegate]) in
                 update?()
-                return delegateStorage
+                return (delegateStorage, taps.observers)
             }
             if let delegate { body(self, delegate) }
+            for observer in observers { body(self, observer) }
         }
     }
 
@@ -315,11 +333,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             // One closure per value (what `deliver(update:_:)` does, without its two inner ones).
             let value = Data(bytes)
             callbacks.async { [self] in
-                let delegate = synchronized { () -> CBPeripheralDelegate? in
+                let (delegate, observers) = synchronized { () -> (CBPeripheralDelegate?, [CBPeripheralDelegate]) in
                     characteristic.valueStorage = value
-                    return delegateStorage
+                    return (delegateStorage, taps.observers)
                 }
                 delegate?.peripheral(self, didUpdateValueFor: characteristic, error: nil)
+                for observer in observers { observer.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
             }
         case .failure(let error):
             guard let error = StackErrors.error(error) else { return }
@@ -540,7 +559,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 nameStorage = name
                 return true
             }
-            if changed, let delegate { delegate.peripheralDidUpdateName(self) }
+            guard changed else { return }
+            delegate?.peripheralDidUpdateName(self)
+            for observer in synchronized({ taps.observers }) { observer.peripheralDidUpdateName(self) }
         }
     }
 
