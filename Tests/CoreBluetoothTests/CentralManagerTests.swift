@@ -523,7 +523,7 @@ final class CentralFixture: @unchecked Sendable {
         peripheral.setNotifyValue(true, for: indicating)
         #expect(fixture.wait(for: "notifying \(CentralFixture.indicating.uuidString) true"))
         let indicationHandle = fixture.custom.characteristics[2].value
-        fixture.device.onLoop { [server = fixture.server] _ in server.updateValue([7, 7], forCharacteristic: indicationHandle) }
+        _ = fixture.device.onLoop { [server = fixture.server] _ in server.updateValue([7, 7], forCharacteristic: indicationHandle) }
         #expect(fixture.wait(for: "value \(CentralFixture.indicating.uuidString) 0707"))
         // Off again.
         peripheral.setNotifyValue(false, for: measurement)
