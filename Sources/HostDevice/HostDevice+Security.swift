@@ -189,8 +189,9 @@ extension HostDevice {
     // MARK: The link's Security Manager
 
     func securityManager(for connection: DeviceConnection, requireMITM: Bool = false) -> SecurityManager {
+        // A new session only to ask for MITM protection the current one does not ask for.
         if let existing = connection.securityManagerStorage,
-           existing.isPairing || existing.configuration.requireMITM == requireMITM || !requireMITM {
+           !requireMITM || existing.configuration.requireMITM || existing.isPairing {
             return existing
         }
         var configuration = securityConfiguration
