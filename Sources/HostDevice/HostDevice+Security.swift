@@ -70,10 +70,10 @@ final class ConnectionPairingAgent: PairingAgent, @unchecked Sendable {
 
     var ioCapability: SMPIOCapability { agent.ioCapability }
 
-    /// While a person answers, a virtual clock must not leap over the wait (it would time the
-    /// pairing out in an instant): the clock is held until the reply.
     func hasOutOfBandData(for peer: LEAddress) -> Bool { agent.hasOutOfBandData(for: peer) }
 
+    /// While a person answers, a virtual clock must not leap over the wait (it would time the
+    /// pairing out in an instant): the clock is held until the reply.
     func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
         guard let loop = device?.loop else { return agent.prompt(prompt, peer: peer, reply: reply) }
         loop.holdClock()
@@ -83,8 +83,10 @@ final class ConnectionPairingAgent: PairingAgent, @unchecked Sendable {
                 defer { done = true }
                 return !done
             }) else { return }
-            loop.releaseClock()
+            // The reply posts to the loop first: released before, the clock could leap over
+            // the SMP timeout between the two.
             reply(answer)
+            loop.releaseClock()
         }
     }
 }
