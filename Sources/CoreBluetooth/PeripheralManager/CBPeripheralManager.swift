@@ -16,6 +16,8 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// (values) into objects and delegate calls.
     private let service = PeripheralService()
     private let events = PeripheralEvents()
+    /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
+    private var taps = EventTaps<CBPeripheralManagerDelegate>()
 
     /// Who hears about state, requests and subscriptions (held weakly).
     open weak var delegate: CBPeripheralManagerDelegate? {
@@ -46,6 +48,18 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
 
     override func stateDidChange() {
         delegate?.peripheralManagerDidUpdateState(self)
+        for observer in synchronized({ taps.observers }) { observer.peripheralManagerDidUpdateState(self) }
+    }
+
+    /// Makes `observer` hear every delegate event of this manager, on its queue right after the
+    /// delegate, until ``removeEventTap(_:)``: CoreBluetoothAsync's way in, which leaves the
+    /// app's delegate alone.
+    package func addEventTap(_ observer: CBPeripheralManagerDelegate) -> CBEventTapToken {
+        synchronized { taps.add(observer) }
+    }
+
+    package func removeEventTap(_ token: CBEventTapToken) {
+        synchronized { taps.remove(token) }
     }
 
     override var deviceClient: (any HostDeviceClient)? { service }
@@ -69,11 +83,15 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         device.loop.execute { if service.isOn { body(service, events) } }
     }
 
-    /// Runs `body` on the delegate queue with the delegate.
-    private func deliver(_ body: @escaping @Sendable (CBPeripheralManager, CBPeripheralManagerDelegate?) -> Void) {
+    /// On the delegate queue (nothing if the manager is gone): runs `update`, then calls the
+    /// delegate and the tap's observers with `body`.
+    func deliver(updating update: (@Sendable () -> Void)? = nil,
+                 _ body: @escaping @Sendable (CBPeripheralManager, CBPeripheralManagerDelegate) -> Void) {
         callbacks.async { [weak self] in
             guard let self else { return }
-            body(self, self.delegate)
+            update?()
+            if let delegate = self.delegate { body(self, delegate) }
+            for observer in synchronized({ self.taps.observers }) { body(self, observer) }
         }
     }
 
@@ -128,7 +146,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         }
         if let problem {
             let error = CBError(.invalidParameters, userInfo: [NSLocalizedDescriptionKey: problem])
-            deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: error) }
+            deliver { manager, delegate in delegate.peripheralManagerDidStartAdvertising(manager, error: error) }
             return
         }
         let (localName, uuids, manufacturer) = (name, serviceUUIDs, manufacturerData)
@@ -170,7 +188,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
             onService { service, events in events.publish(blueprint, on: service) }
         case .failure(let error):
             APIMisuse.report("add(_:) of service \(service.uuid): \(error.userInfo[NSLocalizedDescriptionKey] as? String ?? "\(error.code)")")
-            deliver { manager, delegate in delegate?.peripheralManager(manager, didAdd: service, error: error) }
+            deliver { manager, delegate in delegate.peripheralManager(manager, didAdd: service, error: error) }
         }
     }
 
@@ -224,7 +242,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     open func publishL2CAPChannel(withEncryption encryptionRequired: Bool) {
         guard requirePoweredOn("publishL2CAPChannel(withEncryption:)") else { return }
         let error = CBError(.operationNotSupported, userInfo: [NSLocalizedDescriptionKey: "L2CAP channels are not supported on Linux yet"])
-        deliver { manager, delegate in delegate?.peripheralManager(manager, didPublishL2CAPChannel: 0, error: error) }
+        deliver { manager, delegate in delegate.peripheralManager(manager, didPublishL2CAPChannel: 0, error: error) }
     }
 
     /// Unpublishes an L2CAP channel: `peripheralManager(_:didUnpublishL2CAPChannel:error:)`
@@ -232,6 +250,6 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     open func unpublishL2CAPChannel(_ PSM: CBL2CAPPSM) {
         guard requirePoweredOn("unpublishL2CAPChannel(_:)") else { return }
         let error = CBError(.operationNotSupported, userInfo: [NSLocalizedDescriptionKey: "L2CAP channels are not supported on Linux yet"])
-        deliver { manager, delegate in delegate?.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
+        deliver { manager, delegate in delegate.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
     }
 }

@@ -35,13 +35,10 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         let characteristics: [(CBMutableCharacteristic, ATTHandle)]
     }
 
-    /// Runs `body` on the delegate queue with the manager and its delegate.
-    private func deliver(_ body: @escaping @Sendable (CBPeripheralManager, CBPeripheralManagerDelegate?) -> Void) {
-        guard let manager else { return }
-        manager.callbacks.async { [weak manager] in
-            guard let manager else { return }
-            body(manager, manager.delegate)
-        }
+    /// On the manager's delegate queue: `update`, then `body` for the delegate and the taps.
+    private func deliver(updating update: (@Sendable () -> Void)? = nil,
+                         _ body: @escaping @Sendable (CBPeripheralManager, CBPeripheralManagerDelegate) -> Void) {
+        manager?.deliver(updating: update, body)
     }
 
     /// The device stopped (after the service's `deviceDidStop`): advertising is off and the
@@ -64,7 +61,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     private func fail(_ service: CBMutableService, _ error: CBError) {
         APIMisuse.report("add(_:) of service \(service.uuid): \(error.userInfo[NSLocalizedDescriptionKey] as? String ?? "\(error.code)")")
-        deliver { manager, delegate in delegate?.peripheralManager(manager, didAdd: service, error: error) }
+        deliver { manager, delegate in delegate.peripheralManager(manager, didAdd: service, error: error) }
     }
 
     /// Checks the app's objects (not published twice, included services published first), then
@@ -114,7 +111,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         published[key] = PublishedService(service: service, characteristics: characteristics)
         let range = handles.range
         let valueHandles = zip(blueprint.characteristics, handles.characteristics).map { ($0, $1) }
-        deliver { manager, delegate in
+        deliver(updating: {
             synchronized {
                 service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue
                 for (characteristic, placed) in valueHandles {
@@ -122,8 +119,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
                     characteristic.valueHandle = placed.value.rawValue
                 }
             }
-            delegate?.peripheralManager(manager, didAdd: service, error: nil)
-        }
+        }) { manager, delegate in delegate.peripheralManager(manager, didAdd: service, error: nil) }
     }
 
     func unpublish(_ service: CBMutableService, on roleService: PeripheralService) {
@@ -187,7 +183,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
             CBError(.unknown, userInfo: [NSLocalizedDescriptionKey: "the controller refused to advertise: \(failure)"])
         }
         if isOn { manager?.setAdvertisingFlag(true) }
-        deliver { manager, delegate in delegate?.peripheralManagerDidStartAdvertising(manager, error: cbError) }
+        deliver { manager, delegate in delegate.peripheralManagerDidStartAdvertising(manager, error: cbError) }
     }
 
     func peripheralAdvertisingStopped(_ roleService: PeripheralService) {
@@ -224,7 +220,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         }
         outstanding.withLock { _ = $0.insert(id) }
         let request = CBATTRequest(central: central, characteristic: characteristic, offset: offset, value: nil, transaction: id)
-        deliver { manager, delegate in delegate?.peripheralManager(manager, didReceiveRead: request) }
+        deliver { manager, delegate in delegate.peripheralManager(manager, didReceiveRead: request) }
     }
 
     func peripheral(_ roleService: PeripheralService, writeRequest id: Int, writes: [PeripheralWrite]) {
@@ -240,32 +236,30 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         }
         if id >= 0 { outstanding.withLock { _ = $0.insert(id) } }
         let attRequests = requests
-        deliver { manager, delegate in delegate?.peripheralManager(manager, didReceiveWrite: attRequests) }
+        deliver { manager, delegate in delegate.peripheralManager(manager, didReceiveWrite: attRequests) }
     }
 
     // MARK: - Subscriptions and updates
 
     func peripheral(_ roleService: PeripheralService, central: Int, subscribedTo handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
-        deliver { manager, delegate in
+        deliver(updating: {
             synchronized {
                 var centrals = characteristic.subscribedCentralsStorage ?? []
                 if !centrals.contains(where: { $0 === central }) { centrals.append(central) }
                 characteristic.subscribedCentralsStorage = centrals
             }
-            delegate?.peripheralManager(manager, central: central, didSubscribeTo: characteristic)
-        }
+        }) { manager, delegate in delegate.peripheralManager(manager, central: central, didSubscribeTo: characteristic) }
     }
 
     func peripheral(_ roleService: PeripheralService, central: Int, unsubscribedFrom handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
-        deliver { manager, delegate in
-            synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
-            delegate?.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
+        deliver(updating: { synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } } }) {
+            manager, delegate in delegate.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
         }
     }
 
     func peripheralReadyToUpdateSubscribers(_ roleService: PeripheralService) {
-        deliver { manager, delegate in delegate?.peripheralManagerIsReady(toUpdateSubscribers: manager) }
+        deliver { manager, delegate in delegate.peripheralManagerIsReady(toUpdateSubscribers: manager) }
     }
 }
