@@ -111,7 +111,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         published[key] = PublishedService(service: service, characteristics: characteristics)
         let range = handles.range
         let valueHandles = zip(blueprint.characteristics, handles.characteristics).map { ($0, $1) }
-        deliver(updating: {
+        let placeHandles: @Sendable () -> Void = {
             synchronized {
                 service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue
                 for (characteristic, placed) in valueHandles {
@@ -119,7 +119,8 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
                     characteristic.valueHandle = placed.value.rawValue
                 }
             }
-        }) { manager, delegate in delegate.peripheralManager(manager, didAdd: service, error: nil) }
+        }
+        deliver(updating: placeHandles) { manager, delegate in delegate.peripheralManager(manager, didAdd: service, error: nil) }
     }
 
     func unpublish(_ service: CBMutableService, on roleService: PeripheralService) {
@@ -243,19 +244,25 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     func peripheral(_ roleService: PeripheralService, central: Int, subscribedTo handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
-        deliver(updating: {
+        let addCentral: @Sendable () -> Void = {
             synchronized {
                 var centrals = characteristic.subscribedCentralsStorage ?? []
                 if !centrals.contains(where: { $0 === central }) { centrals.append(central) }
                 characteristic.subscribedCentralsStorage = centrals
             }
-        }) { manager, delegate in delegate.peripheralManager(manager, central: central, didSubscribeTo: characteristic) }
+        }
+        deliver(updating: addCentral) { manager, delegate in
+            delegate.peripheralManager(manager, central: central, didSubscribeTo: characteristic)
+        }
     }
 
     func peripheral(_ roleService: PeripheralService, central: Int, unsubscribedFrom handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
-        deliver(updating: { synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } } }) {
-            manager, delegate in delegate.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
+        let removeCentral: @Sendable () -> Void = {
+            synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
+        }
+        deliver(updating: removeCentral) { manager, delegate in
+            delegate.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
         }
     }
 
