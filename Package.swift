@@ -9,8 +9,16 @@ var exampleTargets: [Target] {
         "Scanner", "ConnectRSSI", "GATTExplorer", "ReadCharacteristic", "WriteCharacteristic", "Notifications",
         "Streaming", "EchoServer", "EchoClient", "RemoteLed", "LedRemote", "IBeacon", "BeaconLocator",
     ]
-    return [.target(name: "ExampleApps", dependencies: ["CoreBluetooth"], path: "Examples/ExampleApps")]
+    // The async style (the Linux extension CoreBluetoothAsync): a heart-rate monitor and the
+    // book's EchoServer written with async/await, tested the same way.
+    let asyncExecutables = ["HeartRateMonitor", "AsyncEchoServer"]
+    return [.target(name: "ExampleApps", dependencies: ["CoreBluetooth"], path: "Examples/ExampleApps"),
+            .target(name: "AsyncExampleApps", dependencies: ["ExampleApps", "CoreBluetooth", "CoreBluetoothAsync"],
+                    path: "Examples/AsyncExampleApps")]
         + executables.map { .executableTarget(name: $0, dependencies: ["ExampleApps"], path: "Examples/\($0)") }
+        + asyncExecutables.map {
+            .executableTarget(name: $0, dependencies: ["AsyncExampleApps", "ExampleApps", "CoreBluetooth"], path: "Examples/\($0)")
+        }
 }
 
 // One target per layer of the stack; each layer depends only on the layers below it.
@@ -182,7 +190,7 @@ let package = Package(
         // The lint's samples are read as files, never compiled.
         .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint"], exclude: ["LintSamples"]),
         // The example apps end to end, both sides on a virtual radio.
-        .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "CoreBluetooth"]),
+        .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "AsyncExampleApps", "CoreBluetooth"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
         // LECrypto to check the resolvable private addresses the controller makes.
         .testTarget(name: "VirtualControllerTests", dependencies: [
