@@ -163,4 +163,33 @@ struct AsyncCentralTests {
         // And awaits on a disconnected peripheral fail at once.
         await #expect(throws: CBError.self) { try await peripheral.readRSSI() }
     }
+
+    @Test func aDisconnectionFailsEveryAwaitUnderWay() async throws {
+        let fixture = await AsyncFixture()
+        let (peripheral, characteristics) = try await fixture.connected()
+        let server = fixture.server
+        let service = try #require(peripheral.services?.first { $0.uuid == TestPeripheral.service })
+        let notifying = try characteristics.with(TestPeripheral.notifying)
+        let writable = try characteristics.with(TestPeripheral.writable)
+        // A held read keeps the bearer busy (one ATT request at a time): every request below
+        // waits behind it, so the disconnection comes in the middle of each await.
+        server.holdReads.withLock { $0 = true }
+        let reading = Task { _ = try await peripheral.read(try characteristics.with(TestPeripheral.readable)) }
+        await server.happenings.wait(for: "read")
+        let awaits: [Task<Void, any Error>] = [
+            reading,
+            Task { _ = try await peripheral.services(nil) },
+            Task { _ = try await peripheral.characteristics(nil, for: service) },
+            Task { _ = try await peripheral.descriptors(for: notifying) },
+            Task { try await peripheral.write(Data("queued".utf8), to: writable, type: .withResponse) },
+            Task { for try await _ in peripheral.notifications(for: notifying) {} },
+        ]
+        while peripheral.eventTapCount < awaits.count { await Task.yield() }
+        fixture.central.cancelPeripheralConnection(peripheral)
+        for task in awaits {
+            let error = await #expect(throws: CBError.self) { try await task.value }
+            #expect(error?.code == .peripheralDisconnected)
+        }
+        #expect(peripheral.eventTapCount == 0)
+    }
 }

@@ -78,6 +78,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         synchronized { taps.remove(token) }
     }
 
+    /// How many observers are on the tap (tests wait for awaits to be under way).
+    package var eventTapCount: Int { synchronized { taps.observers.count } }
+
     /// The central manager the peripheral belongs to (CoreBluetoothAsync hears its
     /// disconnections there).
     package var centralManager: CBCentralManager? { manager }
