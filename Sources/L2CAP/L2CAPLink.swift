@@ -97,7 +97,7 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
 /// Each link keeps a registry of its channels by CID (§2.1): the fixed ones (ATT 0x0004, LE
 /// signalling 0x0005, SMP 0x0006, and any a later layer registers in 0x0020–0x003E) in a small
 /// table indexed by CID, so that dispatching a PDU costs an array read; the dynamic range
-/// (0x0040–0x007F, credit-based channels) is reserved for the channels LE signalling will open.
+/// (0x0040–0x007F) holds the credit-based channels LE signalling opens (L2CAPCreditChannel.swift).
 /// A PDU for a CID with no channel is dropped (§3.1).
 ///
 /// Loop-confined: call it on its loop.
