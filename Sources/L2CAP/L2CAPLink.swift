@@ -97,7 +97,7 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
 /// Each link keeps a registry of its channels by CID (§2.1): the fixed ones (ATT 0x0004, LE
 /// signalling 0x0005, SMP 0x0006, and any a later layer registers in 0x0020–0x003E) in a small
 /// table indexed by CID, so that dispatching a PDU costs an array read; the dynamic range
-/// (0x0040–0x007F, credit-based channels) is reserved for the channels LE signalling will open.
+/// (0x0040–0x007F) holds the credit-based channels LE signalling opens (L2CAPCreditChannel.swift).
 /// A PDU for a CID with no channel is dropped (§3.1).
 ///
 /// Loop-confined: call it on its loop.
@@ -132,7 +132,7 @@ public final class L2CAPLink: @unchecked Sendable {
     @exclusivity(unchecked) public var requestTimeout: Duration = .seconds(30)
 
     @exclusivity(unchecked) private var nextIdentifier: UInt8 = 1
-    @exclusivity(unchecked) private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
+    @exclusivity(unchecked) var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
     @exclusivity(unchecked) public private(set) var isOpen = true
 
     public init(handle: ConnectionHandle, role: LERole, lower: L2CAPLowerLayer, loop: EventLoop) {
@@ -184,11 +184,24 @@ public final class L2CAPLink: @unchecked Sendable {
         (otherChannels + [att, signaling, securityManager].compactMap { $0 }).sorted { $0.channelID < $1.channelID }
     }
 
-    // Dynamic channels (later): LE credit-based and enhanced credit-based channels (§4.22–4.27,
-    // §10) take CIDs from `L2CAPChannelID.dynamicRange` (0x0040–0x007F) as LE signalling opens
-    // them. They get their own table here, looked up in `receive` where a dynamic CID is now
-    // dropped, told in `close` and `lowerLayerCanSendMore` like the fixed channels, and the
-    // signalling handlers below stop refusing their requests.
+    // MARK: Credit-based channels (their logic is in L2CAPCreditChannel.swift)
+
+    /// Decides incoming credit-based connection requests (both the LE one, 0x14, and the
+    /// enhanced one, 0x17) for an SPSM. Nil: every SPSM is refused with `spsmNotSupported`.
+    /// The closure may look at `securityLevel` and refuse with an authentication result.
+    @exclusivity(unchecked) public var creditBasedServer: ((_ psm: UInt16) -> CreditBasedChannelDecision)?
+
+    /// Credit-based channels with a CID of ours, open or waiting for their Disconnection
+    /// Response (the CID stays taken until then), in local CID order. A plain array: links
+    /// have few such channels, and most links none (no storage then).
+    @exclusivity(unchecked) var dynamicChannels: [L2CAPCreditChannel] = []
+    /// CIDs taken by our connection requests still waiting for their response.
+    @exclusivity(unchecked) var reservedCIDs: [UInt16] = []
+    /// Where the round robin between channels continues (an index into `dynamicChannels`).
+    @exclusivity(unchecked) var nextChannelToServe = 0
+    /// Re-entrancy guard of `serveCreditChannels` (a channel's callback may send again).
+    @exclusivity(unchecked) var isServingChannels = false
+    @exclusivity(unchecked) var serveAgain = false
 
     func send(_ frame: BasicFrame) -> Bool { send(framed: frame.encode()) }
 
@@ -212,18 +225,26 @@ public final class L2CAPLink: @unchecked Sendable {
         let cid = frame.channelID
         if cid < Self.fixedChannelLimit, let channel = channel(for: cid) {
             channel.onReceive?(frame.payload)
+        } else if let channel = creditChannel(localCID: cid) {
+            channel.receiveKFrame(frame.payload)
         } else {
-            // No such channel here: dropped (Vol 3 Part A §3.1). Dynamic CIDs (0x0040–0x007F)
-            // are to be looked up here once credit-based channels exist.
+            // No such channel here: dropped (Vol 3 Part A §3.1).
             log?("dropped a PDU for unknown channel 0x\(String(cid, radix: 16))")
         }
     }
 
-    private func sendSignaling(_ identifier: UInt8, _ command: SignalingCommand) {
+    func sendSignaling(_ identifier: UInt8, _ command: SignalingCommand) {
         signaling.send(SignalingPacket(identifier: identifier, command: command).encode())
     }
 
-    private func reject(_ identifier: UInt8, _ reason: CommandRejectReason, data: [UInt8] = []) {
+    /// A fresh identifier (1–255, never 0) for a command we originate.
+    func takeIdentifier() -> UInt8 {
+        let id = nextIdentifier
+        nextIdentifier = nextIdentifier == 0xFF ? 1 : nextIdentifier + 1
+        return id
+    }
+
+    func reject(_ identifier: UInt8, _ reason: CommandRejectReason, data: [UInt8] = []) {
         sendSignaling(identifier, .commandReject(reason: reason.rawValue, data: data))
     }
 
@@ -256,22 +277,17 @@ public final class L2CAPLink: @unchecked Sendable {
             let parameters = ConnectionParameters(intervalMin: min, intervalMax: max, latency: latency, timeout: timeout)
             let accepted = parameters.isValid && (delegate?.link(self, acceptsConnectionParameterUpdate: parameters) ?? false)
             sendSignaling(id, .connectionParameterUpdateResponse(result: accepted ? 0x0000 : 0x0001))
-        case .leCreditBasedConnectionRequest:
-            // No credit-based channels are registered yet: no PSM is supported.
-            sendSignaling(id, .leCreditBasedConnectionResponse(destinationCID: 0, mtu: 0, mps: 0, initialCredits: 0,
-                                                               result: CreditBasedConnectionResult.spsmNotSupported.rawValue))
-        case .creditBasedConnectionRequest(_, _, _, _, let sourceCIDs):
-            sendSignaling(id, .creditBasedConnectionResponse(mtu: 0, mps: 0, initialCredits: 0,
-                                                             result: CreditBasedConnectionResult.spsmNotSupported.rawValue,
-                                                             destinationCIDs: sourceCIDs.map { _ in 0 }))
+        case .leCreditBasedConnectionRequest(let spsm, let source, let mtu, let mps, let credits):
+            receiveCreditBasedRequest(id, enhanced: false, spsm: spsm, mtu: mtu, mps: mps, initialCredits: credits,
+                                      sourceCIDs: [source])
+        case .creditBasedConnectionRequest(let spsm, let mtu, let mps, let credits, let sourceCIDs):
+            receiveCreditBasedRequest(id, enhanced: true, spsm: spsm, mtu: mtu, mps: mps, initialCredits: credits,
+                                      sourceCIDs: sourceCIDs)
         case .creditBasedReconfigureRequest:
-            sendSignaling(id, .creditBasedReconfigureResponse(result: 0x0003))  // a destination CID is invalid
+            // Reconfiguration is not supported: answered "a destination CID is invalid".
+            sendSignaling(id, .creditBasedReconfigureResponse(result: 0x0003))
         case .disconnectionRequest(let destination, let source):
-            // No dynamic channels exist yet, so the CID is not ours (§4.6 → reject, invalid CID).
-            var data = ByteWriter(capacity: 4)
-            data.u16(destination)
-            data.u16(source)
-            reject(id, .invalidCIDInRequest, data: data.bytes)
+            receiveDisconnectionRequest(id, destinationCID: destination, sourceCID: source)
         case .unknown:
             reject(id, .commandNotUnderstood)
         case .connectionParameterUpdateResponse, .commandReject, .leCreditBasedConnectionResponse,
@@ -286,17 +302,16 @@ public final class L2CAPLink: @unchecked Sendable {
             } else {
                 request.completion(.success(packet.command))
             }
-        case .flowControlCredit:
-            log?("credits for an unknown channel dropped")
+        case .flowControlCredit(let cid, let credits):
+            receiveCredits(cid: cid, credits: credits)
         }
     }
 
     // MARK: Requests
 
-    private func request(_ command: SignalingCommand, completion: @escaping (Result<SignalingCommand, L2CAPError>) -> Void) {
+    func request(_ command: SignalingCommand, completion: @escaping (Result<SignalingCommand, L2CAPError>) -> Void) {
         guard isOpen else { return completion(.failure(.disconnected)) }
-        let id = nextIdentifier
-        nextIdentifier = nextIdentifier == 0xFF ? 1 : nextIdentifier + 1
+        let id = takeIdentifier()
         let timer = loop.schedule(after: requestTimeout) { [weak self] in
             guard let self, let request = self.pending.removeValue(forKey: id) else { return }
             request.completion(.failure(.timeout))
@@ -328,6 +343,8 @@ public final class L2CAPLink: @unchecked Sendable {
         signaling.onCanSendMore?()
         securityManager.onCanSendMore?()
         for channel in otherChannels where channel.channelID > L2CAPChannelID.securityManager { channel.onCanSendMore?() }
+        // After the fixed channels (ATT first in line), channels' K-frames fill what is left.
+        serveCreditChannels()
     }
 
     // MARK: Closing
@@ -336,6 +353,7 @@ public final class L2CAPLink: @unchecked Sendable {
     public func close() {
         guard isOpen else { return }
         isOpen = false
+        closeCreditChannels()
         let waiting = pending
         pending = [:]
         for (_, request) in waiting.sorted(by: { $0.key < $1.key }) {
