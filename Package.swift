@@ -102,7 +102,7 @@ let package = Package(
         // a daemon carries between processes. API objects are made only above it.
         .target(name: "RoleServices", dependencies: [
             "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
-            "SMP",
+            "SMP", "L2CAP",
         ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),

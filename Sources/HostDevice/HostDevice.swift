@@ -98,6 +98,10 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// or its list is full): the address each was last seen at, to connect to, by identity.
     @exclusivity(unchecked) var lastResolvableAddress: [LEAddress: LEAddress] = [:]
 
+    // Channels (HostDevice+Channels)
+    /// The PSMs clients published, in publication order.
+    @exclusivity(unchecked) var publishedPSMs: [PublishedPSM] = []
+
     @exclusivity(unchecked) public private(set) var isClosed = false
 
     /// A device on the controller behind `transport`, run on `loop`; its GAP service names it
@@ -190,6 +194,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
             }
         }
         removeAllServices(ownedBy: id)
+        unpublishAllChannels(ownedBy: id)
     }
 
     func entryIndex(_ client: any HostDeviceClient) -> Int? {
@@ -257,6 +262,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         let connection = DeviceConnection(le: le, peer: identity(of: le.peer), server: gattServer, loop: loop, log: log)
         connections[le.handle] = connection
         attachSecurityManager(to: connection)
+        attachChannelServer(to: connection)
         let handle = le.handle
         connection.bearer.onTransactionTimeout = { [weak self] in
             guard let self, let connection = connections[handle] else { return }
@@ -331,6 +337,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         }
         connections = ConnectionTable()
         connectionsByServerConnection = [:]
+        publishedPSMs = []
         pending = []
         initiating = nil
         cancellingInitiation = false

@@ -4,6 +4,7 @@ import HCI
 import HCIDriver
 import HCITransport
 import HostStack
+import L2CAP
 import SMP
 
 /// A user of a host device: a central or peripheral role service (one per Core Bluetooth
@@ -44,6 +45,11 @@ public protocol HostDeviceClient: AnyObject {
     /// `updateOwner`) were handed over to every connection they waited for, or dropped.
     func device(_ device: HostDevice, updatesHandedOver count: Int)
 
+    /// A peer opened a credit-based channel to a PSM this client published
+    /// (``HostDevice/publishChannel(for:psm:requiresEncryption:)``). The client takes it over
+    /// (its handlers) or closes it.
+    func device(_ device: HostDevice, didOpen channel: L2CAPCreditChannel, on connection: DeviceConnection, psm: UInt16)
+
     /// The controller is gone (transport closed, powered off): every connection, scan and
     /// advertisement of the device ended with it.
     func device(_ device: HostDevice, didClose error: HCITransportError?)
@@ -68,6 +74,8 @@ extension HostDeviceClient {
                        from old: GATTClientConfiguration, forCharacteristic valueHandle: ATTHandle,
                        on connection: DeviceConnection) {}
     public func device(_ device: HostDevice, updatesHandedOver count: Int) {}
+    public func device(_ device: HostDevice, didOpen channel: L2CAPCreditChannel, on connection: DeviceConnection,
+                       psm: UInt16) { channel.close() }
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {}
     public var pairingAgent: (any PairingAgent)? { nil }
 }

@@ -4,6 +4,7 @@ import HCI
 import HCIDriver
 import HCITransport
 import HostDevice
+import L2CAP
 import HostStack
 import SMP
 import Scheduling
@@ -246,6 +247,15 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
     public func readRSSI(_ link: CentralLink, completion: @escaping (Result<Int8, HCIError>) -> Void) {
         guard let device else { return completion(.failure(.notSupported("the device is off"))) }
         device.readRSSI(link.connection, completion: completion)
+    }
+
+    /// Opens a credit-based channel to `psm` on a link's peer (pairing first if the peer
+    /// asks for security, as iOS does).
+    public func openChannel(_ link: CentralLink, psm: UInt16, completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void) {
+        guard let device else { return completion(.failure(.disconnected)) }
+        device.openChannel(on: link.connection, psm: psm) { result in
+            completion(result.map { RoleChannel(channel: $0, peer: link.peer) })
+        }
     }
 
     /// Asks for a PHY both ways on a link (fire and forget: the peer may refuse).

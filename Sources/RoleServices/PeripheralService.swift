@@ -8,6 +8,7 @@ import HCIDriver
 import HCITransport
 import HostDevice
 import HostStack
+import L2CAP
 import SMP
 import Scheduling
 import Synchronization
@@ -97,6 +98,9 @@ public protocol PeripheralServiceEvents: AnyObject {
     func peripheralAdvertisingStopped(_ service: PeripheralService)
     /// The controller is gone.
     func peripheral(_ service: PeripheralService, deviceDidClose error: HCITransportError?)
+    /// A central opened a channel to a PSM this service published (`central` as in the other
+    /// events; the channel's events go to whoever the API side sets).
+    func peripheral(_ service: PeripheralService, central: Int, didOpen channel: RoleChannel)
 }
 
 /// The peripheral role of one API client, a client of the host device, on the device's loop:
@@ -408,6 +412,25 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
 
     /// Whether `central` is connected.
     public func isConnected(_ central: Int) -> Bool { linksByCentral[central] != nil }
+
+    // MARK: - Channels
+
+    /// Publishes a channel server on a dynamic PSM (or `psm`, an SPSM the program names).
+    public func publishChannel(psm: UInt16? = nil, requiresEncryption: Bool) -> Result<UInt16, ChannelPublishError> {
+        guard let device else { return .failure(.noFreePSM) }
+        return device.publishChannel(for: self, psm: psm, requiresEncryption: requiresEncryption)
+    }
+
+    /// Stops accepting channels to `psm` (open ones stay). False when this service did not
+    /// publish it.
+    public func unpublishChannel(_ psm: UInt16) -> Bool {
+        device?.unpublishChannel(psm, for: self) ?? false
+    }
+
+    public func device(_ device: HostDevice, didOpen channel: L2CAPCreditChannel, on connection: DeviceConnection, psm: UInt16) {
+        guard let link = link(for: connection) else { return channel.close() }
+        events?.peripheral(self, central: link.central, didOpen: RoleChannel(channel: channel, peer: connection.peer))
+    }
 
     /// Asks a connected central for a connection interval matching `latency`.
     public func setDesiredConnectionLatency(_ latency: PeripheralConnectionLatency, for central: Int) {

@@ -20,6 +20,10 @@ private final class Recorder: NSObject, CBPeripheralManagerDelegate, @unchecked 
     private var centralsStorage: [CBCentral] = []
     private var writesStorage: [[CBATTRequest]] = []
     private var readsStorage: [CBATTRequest] = []
+    private var publishedStorage: [CBL2CAPPSM] = []
+    private var unpublishedStorage: [(psm: CBL2CAPPSM, failed: Bool)] = []
+    var publishedPSMs: [CBL2CAPPSM] { locked { publishedStorage } }
+    var unpublished: [(psm: CBL2CAPPSM, failed: Bool)] { locked { unpublishedStorage } }
     private var onReadStorage: (@Sendable (CBPeripheralManager, CBATTRequest) -> Void)?
     private var onWriteStorage: (@Sendable (CBPeripheralManager, [CBATTRequest]) -> Void)?
     private var onReadyStorage: (@Sendable (CBPeripheralManager) -> Void)?
@@ -88,8 +92,14 @@ private final class Recorder: NSObject, CBPeripheralManagerDelegate, @unchecked 
     }
 
     func peripheralManager(_ peripheral: CBPeripheralManager, didPublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
-        if let error { locked { errorsStorage["l2cap"] = error } }
+        locked {
+            if let error { errorsStorage["l2cap"] = error } else { publishedStorage.append(PSM) }
+        }
         log.append("l2cap published")
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didUnpublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
+        locked { unpublishedStorage.append((PSM, error != nil)) }
     }
 }
 
@@ -853,11 +863,22 @@ private func makeService() -> CBMutableService {
         #expect(rig.add(service) == nil)
     }
 
-    @Test func publishingAnL2CAPChannelReportsNotSupported() throws {
+    @Test func publishingL2CAPChannelsAllocatesDynamicPSMsAndUnpublishingFreesThem() throws {
         let rig = try Rig()
         rig.manager.publishL2CAPChannel(withEncryption: false)
-        let ok18 = rig.radio.run(until: { rig.recorder.log.contains("l2cap published") }, timeout: .seconds(5))
-        #expect(ok18)
-        #expect((rig.recorder.error("l2cap") as? CBError)?.code == .operationNotSupported)
+        rig.manager.publishL2CAPChannel(withEncryption: true)
+        #expect(rig.radio.run(until: { rig.recorder.log.count(of: "l2cap published") == 2 }, timeout: .seconds(5)))
+        #expect(rig.recorder.error("l2cap") == nil)
+        // The lowest free dynamic PSMs, in order (Vol 3 Part A §4.22: 0x0080–0x00FF).
+        #expect(rig.recorder.publishedPSMs == [0x80, 0x81])
+        rig.manager.unpublishL2CAPChannel(0x80)
+        rig.manager.unpublishL2CAPChannel(0x80)
+        #expect(rig.radio.run(until: { rig.recorder.unpublished.count == 2 }, timeout: .seconds(5)))
+        // The second unpublish names a PSM no longer published: an error, nothing else happens.
+        #expect(rig.recorder.unpublished.map(\.psm) == [0x80, 0x80])
+        #expect(rig.recorder.unpublished.map(\.failed) == [false, true])
+        rig.manager.publishL2CAPChannel(withEncryption: false)
+        #expect(rig.radio.run(until: { rig.recorder.log.count(of: "l2cap published") == 3 }, timeout: .seconds(5)))
+        #expect(rig.recorder.publishedPSMs == [0x80, 0x81, 0x80])
     }
 }

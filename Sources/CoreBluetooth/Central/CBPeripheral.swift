@@ -538,11 +538,29 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
     }
 
-    /// Opens an L2CAP channel (later work on Linux: reports `CBError.Code.operationNotSupported`).
+    /// Opens an L2CAP credit-based channel to the peripheral's `PSM`:
+    /// `peripheral(_:didOpen:error:)` follows with the channel (keep a strong reference to it,
+    /// and open or schedule its streams) or the error. If the peripheral asks for a more secure
+    /// link, the central pairs (or encrypts with the bond's key) and tries again, as iOS does.
     open func openL2CAPChannel(_ PSM: CBL2CAPPSM) {
         guard requireConnected("openL2CAPChannel(_:)") else { return }
-        let error = CBError(.operationNotSupported, description: "L2CAP channels are not supported yet.")
-        deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: nil, error: error) }
+        onLink { [weak self] link, service in
+            let loop = link.loop
+            service.openChannel(link, psm: PSM) { result in
+                guard let self else {
+                    if case .success(let channel) = result { channel.close() }
+                    return
+                }
+                switch result {
+                case .success(let roleChannel):
+                    let channel = ChannelBridge.makeChannel(roleChannel, peer: self, loop: loop)
+                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: channel, error: nil) }
+                case .failure(let failure):
+                    let error = CBL2CAPChannel.openError(failure)
+                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: nil, error: error) }
+                }
+            }
+        }
     }
 
     // MARK: - From the link (on the loop, through `linkEvents`)

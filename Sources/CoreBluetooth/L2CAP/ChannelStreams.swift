@@ -49,7 +49,9 @@ final class ChannelStreams: @unchecked Sendable {
     let input: InputStream
     /// The stream of what goes to the peer (a `ChannelOutputStream`).
     let output: OutputStream
-    private let core: ChannelStreamCore
+    /// What the stack side feeds; it holds the transport weakly and the streams not at all, so a
+    /// stack side holding it keeps no stream the app let go of alive.
+    let core: ChannelStreamCore
 
     /// The default bound of the send buffer: 64 KiB.
     static let defaultSendBufferLimit = 64 * 1024

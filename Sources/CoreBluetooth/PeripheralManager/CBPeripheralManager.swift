@@ -237,19 +237,36 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         return accepted
     }
 
-    /// Publishes an L2CAP channel: not supported on Linux yet, so
-    /// `peripheralManager(_:didPublishL2CAPChannel:error:)` reports `operationNotSupported`.
+    /// Publishes an L2CAP credit-based channel server on a PSM the system chooses (0x0080–0x00FF):
+    /// `peripheralManager(_:didPublishL2CAPChannel:error:)` gives the PSM (centrals find it the
+    /// way the app tells them, often in a `CBUUIDL2CAPPSMCharacteristicString` characteristic).
+    /// Channels centrals open arrive in `peripheralManager(_:didOpen:error:)`. With
+    /// `encryptionRequired`, a central on an unencrypted link is refused (Insufficient
+    /// Authentication, or Insufficient Encryption when bonded) and pairs first.
     open func publishL2CAPChannel(withEncryption encryptionRequired: Bool) {
         guard requirePoweredOn("publishL2CAPChannel(withEncryption:)") else { return }
-        let error = CBError(.operationNotSupported, userInfo: [NSLocalizedDescriptionKey: "L2CAP channels are not supported on Linux yet"])
-        deliver { manager, delegate in delegate.peripheralManager(manager, didPublishL2CAPChannel: 0, error: error) }
+        onService { [weak self] service, _ in
+            let result = service.publishChannel(requiresEncryption: encryptionRequired)
+            self?.deliver { manager, delegate in
+                switch result {
+                case .success(let psm):
+                    delegate.peripheralManager(manager, didPublishL2CAPChannel: psm, error: nil)
+                case .failure(let failure):
+                    let error = CBError(.outOfSpace, description: "No L2CAP channel could be published: \(failure).")
+                    delegate.peripheralManager(manager, didPublishL2CAPChannel: 0, error: error)
+                }
+            }
+        }
     }
 
-    /// Unpublishes an L2CAP channel: `peripheralManager(_:didUnpublishL2CAPChannel:error:)`
-    /// reports `operationNotSupported`, as nothing can be published yet.
+    /// Stops accepting channels to `PSM` (channels already open stay open):
+    /// `peripheralManager(_:didUnpublishL2CAPChannel:error:)` follows.
     open func unpublishL2CAPChannel(_ PSM: CBL2CAPPSM) {
         guard requirePoweredOn("unpublishL2CAPChannel(_:)") else { return }
-        let error = CBError(.operationNotSupported, userInfo: [NSLocalizedDescriptionKey: "L2CAP channels are not supported on Linux yet"])
-        deliver { manager, delegate in delegate.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
+        onService { [weak self] service, _ in
+            let removed = service.unpublishChannel(PSM)
+            let error = removed ? nil : CBError(.invalidParameters, description: "No L2CAP channel of this manager is published on PSM \(PSM).")
+            self?.deliver { manager, delegate in delegate.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
+        }
     }
 }

@@ -266,6 +266,14 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         }
     }
 
+    // MARK: - Channels
+
+    func peripheral(_ roleService: PeripheralService, central: Int, didOpen channel: RoleChannel) {
+        guard let central = centrals[central], let loop = roleService.device?.loop else { return channel.close() }
+        let opened = ChannelBridge.makeChannel(channel, peer: central, loop: loop)
+        deliver { manager, delegate in delegate.peripheralManager(manager, didOpen: opened, error: nil) }
+    }
+
     func peripheralReadyToUpdateSubscribers(_ roleService: PeripheralService) {
         deliver { manager, delegate in delegate.peripheralManagerIsReady(toUpdateSubscribers: manager) }
     }

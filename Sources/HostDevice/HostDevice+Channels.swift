@@ -1,0 +1,181 @@
+import HCI
+import HostStack
+import L2CAP
+
+/// Why a PSM could not be published.
+public enum ChannelPublishError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Every dynamic PSM (0x0080–0x00FF) is taken.
+    case noFreePSM
+    /// The SPSM asked for is published already (by this client or another).
+    case psmInUse(UInt16)
+    /// Not an LE SPSM (0x0001–0x00FF).
+    case invalidPSM(UInt16)
+
+    public var description: String {
+        switch self {
+        case .noFreePSM: "every dynamic PSM (0x0080–0x00FF) is published"
+        case .psmInUse(let psm): "PSM 0x\(String(psm, radix: 16)) is published already"
+        case .invalidPSM(let psm): "0x\(String(psm, radix: 16)) is not an LE PSM (0x0001–0x00FF)"
+        }
+    }
+}
+
+/// Why a channel could not be opened.
+public enum ChannelOpenError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// L2CAP failed or the peer refused (its result code).
+    case l2cap(L2CAPChannelOpenError)
+    /// The peer asked for more security and raising it failed.
+    case security(LinkSecurityError)
+    /// The link went down first.
+    case disconnected
+
+    public var description: String {
+        switch self {
+        case .l2cap(let error): "\(error)"
+        case .security(let error): "the peer needs a more secure link, and raising its security failed: \(error)"
+        case .disconnected: "the link went down"
+        }
+    }
+}
+
+/// A PSM a client published: incoming channels for it are that client's.
+struct PublishedPSM {
+    let psm: UInt16
+    let owner: ObjectIdentifier
+    let requiresEncryption: Bool
+}
+
+extension HostDevice {
+    /// The PSMs a publication without a named SPSM gets, lowest free first (Vol 3 Part A §4.22).
+    public static let dynamicPSMs: ClosedRange<UInt16> = 0x0080...0x00FF
+
+    /// Publishes a credit-based channel server for `client`: the named SPSM (0x0001–0x00FF), or
+    /// the lowest free dynamic PSM. Peers' channels to it are handed to the client
+    /// (``HostDeviceClient/device(_:didOpen:on:psm:)``); with `requiresEncryption` they are
+    /// refused on a link that is not encrypted (Insufficient Authentication, or Insufficient
+    /// Encryption when the peer is bonded, so the peer pairs or encrypts and tries again).
+    public func publishChannel(for client: any HostDeviceClient, psm: UInt16? = nil,
+                               requiresEncryption: Bool) -> Result<UInt16, ChannelPublishError> {
+        assertOnLoop()
+        let chosen: UInt16
+        if let psm {
+            guard (0x0001...0x00FF).contains(psm) else { return .failure(.invalidPSM(psm)) }
+            guard !publishedPSMs.contains(where: { $0.psm == psm }) else { return .failure(.psmInUse(psm)) }
+            chosen = psm
+        } else {
+            let taken = Set(publishedPSMs.map(\.psm))
+            guard let free = Self.dynamicPSMs.first(where: { !taken.contains($0) }) else { return .failure(.noFreePSM) }
+            chosen = free
+        }
+        publishedPSMs.append(PublishedPSM(psm: chosen, owner: ObjectIdentifier(client), requiresEncryption: requiresEncryption))
+        return .success(chosen)
+    }
+
+    /// Stops accepting channels to `psm`; channels already open stay open. False when `client`
+    /// did not publish it.
+    @discardableResult
+    public func unpublishChannel(_ psm: UInt16, for client: any HostDeviceClient) -> Bool {
+        assertOnLoop()
+        let owner = ObjectIdentifier(client)
+        guard let index = publishedPSMs.firstIndex(where: { $0.psm == psm && $0.owner == owner }) else { return false }
+        publishedPSMs.remove(at: index)
+        return true
+    }
+
+    /// The PSMs `client` published, in publication order.
+    public func publishedChannels(of client: any HostDeviceClient) -> [UInt16] {
+        let owner = ObjectIdentifier(client)
+        return publishedPSMs.filter { $0.owner == owner }.map(\.psm)
+    }
+
+    func unpublishAllChannels(ownedBy owner: ObjectIdentifier) {
+        publishedPSMs.removeAll { $0.owner == owner }
+    }
+
+    /// Opens a credit-based channel to `psm` on the peer. A refusal for want of security
+    /// (Insufficient Authentication, Insufficient Encryption, Encryption Key Size Too Short)
+    /// raises the link's security — with the bond's key, or by pairing — and the open is tried
+    /// once more, as iOS does.
+    public func openChannel(on connection: DeviceConnection, psm: UInt16,
+                            parameters: CreditBasedChannelParameters = .default,
+                            completion: @escaping (Result<L2CAPCreditChannel, ChannelOpenError>) -> Void) {
+        assertOnLoop()
+        openChannel(on: connection, psm: psm, parameters: parameters, retryAfterSecurity: true, completion: completion)
+    }
+
+    private func openChannel(on connection: DeviceConnection, psm: UInt16, parameters: CreditBasedChannelParameters,
+                             retryAfterSecurity: Bool,
+                             completion: @escaping (Result<L2CAPCreditChannel, ChannelOpenError>) -> Void) {
+        guard connection.isOpen else { return completion(.failure(.disconnected)) }
+        connection.le.l2cap.openCreditBasedChannel(psm: psm, parameters: parameters) { [weak self] result in
+            switch result {
+            case .success(let channel):
+                completion(.success(channel))
+            case .failure(.refused(let refusal)) where retryAfterSecurity:
+                let level: LESecurityLevel
+                switch refusal {
+                case .insufficientEncryption:
+                    level = .unauthenticatedEncryption
+                case .insufficientAuthentication, .encryptionKeySizeTooShort:
+                    // Unencrypted: encryption may be all it takes; encrypted: the key is too
+                    // weak, and only a MITM-protected pairing helps.
+                    level = connection.le.isEncrypted ? .authenticatedEncryption : .unauthenticatedEncryption
+                default:
+                    return completion(.failure(.l2cap(.refused(refusal))))
+                }
+                guard let self else { return completion(.failure(.disconnected)) }
+                log?("L2CAP channel to PSM 0x\(String(psm, radix: 16)) needs more security (\(refusal)); raising it, then retrying")
+                secure(connection, level: level) { [weak self] secured in
+                    switch secured {
+                    case .success:
+                        guard let self else { return completion(.failure(.disconnected)) }
+                        openChannel(on: connection, psm: psm, parameters: parameters, retryAfterSecurity: false,
+                                    completion: completion)
+                    case .failure(.disconnected):
+                        completion(.failure(.disconnected))
+                    case .failure(let error):
+                        completion(.failure(.security(error)))
+                    }
+                }
+            case .failure(.disconnected):
+                completion(.failure(.disconnected))
+            case .failure(let error):
+                completion(.failure(.l2cap(error)))
+            }
+        }
+    }
+
+    /// Makes the link answer peers' channel requests from the published PSMs.
+    func attachChannelServer(to connection: DeviceConnection) {
+        let handle = connection.handle
+        connection.le.l2cap.creditBasedServer = { [weak self] psm in
+            guard let self, let connection = connections[handle] else { return .refuse(.noResourcesAvailable) }
+            return channelDecision(for: psm, on: connection)
+        }
+    }
+
+    private func channelDecision(for psm: UInt16, on connection: DeviceConnection) -> CreditBasedChannelDecision {
+        guard let published = publishedPSMs.first(where: { $0.psm == psm }) else { return .refuse(.spsmNotSupported) }
+        if published.requiresEncryption {
+            guard connection.le.isEncrypted else {
+                // As the GATT server answers: a bonded peer only has to encrypt.
+                return .refuse(bond(for: connection.peer) != nil ? .insufficientEncryption : .insufficientAuthentication)
+            }
+            if connection.security.keySize > 0 && connection.security.keySize < securityConfiguration.minimumKeySize {
+                return .refuse(.encryptionKeySizeTooShort)
+            }
+        }
+        let handle = connection.handle
+        return .accept(.default) { [weak self] channel in
+            guard let self, let connection = connections[handle],
+                  let owner = clients.first(where: { $0.id == published.owner })?.client else {
+                return channel.close()
+            }
+            // The owner hears of the link's end like the link's other users.
+            if !connection.isOwned(by: published.owner), !connection.users.contains(published.owner) {
+                connection.users.append(published.owner)
+            }
+            owner.device(self, didOpen: channel, on: connection, psm: psm)
+        }
+    }
+}

@@ -1,0 +1,303 @@
+@testable import CoreBluetooth
+import Dispatch
+import Foundation
+import Scheduling
+import TestSupport
+import Testing
+
+private let serviceUUID = CBUUID(string: "5E5E1001-0000-1000-8000-00805F9B34FB")
+
+/// A thread whose run loop carries the tests' streams (under `swift test` nothing runs the main
+/// run loop; `swift run L2CAPStream` schedules them on the main one).
+final class StreamThread: @unchecked Sendable {
+    private let ready = DispatchSemaphore(value: 0)
+    private let stopped = Locked(false)
+    // Set once by the thread before `ready` is signalled.
+    private var loop: RunLoop?
+
+    init() {
+        let thread = Thread { [self] in
+            // A far timer keeps the loop sleeping rather than returning while nothing is scheduled.
+            RunLoop.current.add(Timer(timeInterval: 3600, repeats: true) { _ in }, forMode: .default)
+            loop = RunLoop.current
+            ready.signal()
+            while !stopped.current { _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.5)) }
+        }
+        thread.name = "test streams"
+        thread.start()
+        ready.wait()
+    }
+
+    var runLoop: RunLoop { loop! }
+
+    func stop() { stopped.withLock { $0 = true } }
+}
+
+/// Wakes a waiting test whenever something it watches may have changed.
+final class Changes: @unchecked Sendable {
+    private let condition = NSCondition()
+
+    func changed() {
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until `done` holds, checking it after every change and every delegate callback
+    /// (at most `timeout` of wall time).
+    func wait(timeout: TimeInterval = 30, until done: @escaping () -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !done() {
+            // Delegate callbacks do not signal here: wake at least every 50 ms to look again.
+            if !condition.wait(until: min(deadline, Date(timeIntervalSinceNow: 0.05))), Date() >= deadline { return done() }
+        }
+        return true
+    }
+}
+
+private let changes = Changes()
+
+/// Reads everything a stream pair's input has and writes it back on the output: the
+/// peripheral's echo, driven by stream events on the run loop it is scheduled on.
+private final class Echo: NSObject, StreamDelegate, @unchecked Sendable {
+    // Touched only on the run loop's thread (stream events), or read after the run.
+    let channel: CBL2CAPChannel
+    private var pending: [UInt8] = []
+    private(set) var echoed = 0
+    private let endedFlag = Locked(false)
+    var ended: Bool { endedFlag.current }
+
+    init(_ channel: CBL2CAPChannel, on runLoop: RunLoop) {
+        self.channel = channel
+        super.init()
+        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
+            stream.delegate = self
+            stream.schedule(in: runLoop, forMode: .default)
+            stream.open()
+        }
+    }
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        if event.contains(.hasBytesAvailable) {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while channel.inputStream.hasBytesAvailable {
+                let count = channel.inputStream.read(&buffer, maxLength: buffer.count)
+                guard count > 0 else { break }
+                pending += buffer[0..<count]
+            }
+        }
+        if event.contains(.endEncountered) { endedFlag.withLock { $0 = true } }
+        flush()
+        changes.changed()
+    }
+
+    private func flush() {
+        while !pending.isEmpty, channel.outputStream.hasSpaceAvailable {
+            let written = channel.outputStream.write(pending, maxLength: pending.count)
+            guard written > 0 else { break }
+            pending.removeFirst(written)
+            echoed += written
+        }
+    }
+}
+
+/// Writes `payload` as the output stream takes it and collects what comes back.
+private final class Sender: NSObject, StreamDelegate, @unchecked Sendable {
+    let channel: CBL2CAPChannel
+    let payload: [UInt8]
+    private var offset = 0
+    private let receivedBytes = Locked<[UInt8]>([])
+    var received: [UInt8] { receivedBytes.current }
+
+    init(_ channel: CBL2CAPChannel, payload: [UInt8], on runLoop: RunLoop) {
+        self.channel = channel
+        self.payload = payload
+        super.init()
+        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
+            stream.delegate = self
+            stream.schedule(in: runLoop, forMode: .default)
+            stream.open()
+        }
+    }
+
+    func stream(_ stream: Stream, handle event: Stream.Event) {
+        if event.contains(.hasSpaceAvailable) || event.contains(.openCompleted) { send() }
+        if event.contains(.hasBytesAvailable) {
+            var buffer = [UInt8](repeating: 0, count: 8192)
+            while channel.inputStream.hasBytesAvailable {
+                let count = channel.inputStream.read(&buffer, maxLength: buffer.count)
+                guard count > 0 else { break }
+                receivedBytes.withLock { $0 += buffer[0..<count] }
+            }
+        }
+        changes.changed()
+    }
+
+    private func send() {
+        while offset < payload.count, channel.outputStream.hasSpaceAvailable {
+            let written = payload[offset...].withUnsafeBufferPointer {
+                channel.outputStream.write($0.baseAddress!, maxLength: min(2048, $0.count))
+            }
+            guard written > 0 else { break }
+            offset += written
+        }
+    }
+
+    func close() {
+        channel.inputStream.close()
+        channel.outputStream.close()
+    }
+}
+
+/// The book-style peripheral: publishes a channel, puts its PSM in Apple's PSM
+/// characteristic, advertises, echoes every channel a central opens.
+private final class ChannelServer: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    let log = EventLog()
+    let psm = Locked<CBL2CAPPSM?>(nil)
+    let echoes = Locked<[Echo]>([])
+    let streams = StreamThread()
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
+        guard peripheral.state == .poweredOn else { return }
+        peripheral.publishL2CAPChannel(withEncryption: false)
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didPublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
+        guard error == nil else { return log.append("publish failed") }
+        psm.withLock { $0 = PSM }
+        log.append("published \(PSM)")
+        let service = CBMutableService(type: serviceUUID, primary: true)
+        service.characteristics = [
+            CBMutableCharacteristic(type: CBUUID(string: CBUUIDL2CAPPSMCharacteristicString), properties: [.read],
+                                    value: Data([UInt8(PSM & 0xFF), UInt8(PSM >> 8)]), permissions: [.readable])
+        ]
+        peripheral.add(service)
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
+        peripheral.startAdvertising([CBAdvertisementDataLocalNameKey: "Channel", CBAdvertisementDataServiceUUIDsKey: [serviceUUID]])
+    }
+
+    func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
+        log.append(error == nil ? "advertising" : "advertising failed")
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didUnpublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
+        log.append(error == nil ? "unpublished \(PSM)" : "unpublish failed")
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        guard let channel else { return log.append("open failed") }
+        log.append("opened \(channel.psm)")
+        echoes.withLock { $0.append(Echo(channel, on: streams.runLoop)) }
+    }
+}
+
+/// The central: finds the peripheral, reads the PSM characteristic, opens channels.
+private final class ChannelClient: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @unchecked Sendable {
+    let log = EventLog()
+    let peripheral = Locked<CBPeripheral?>(nil)
+    let psm = Locked<CBL2CAPPSM?>(nil)
+    let channels = Locked<[CBL2CAPChannel]>([])
+    let errors = Locked<[Error]>([])
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) {
+        if central.state == .poweredOn { central.scanForPeripherals(withServices: [serviceUUID]) }
+    }
+
+    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+                        advertisementData: [String: Any], rssi RSSI: NSNumber) {
+        guard self.peripheral.current == nil else { return }
+        self.peripheral.withLock { $0 = peripheral }
+        central.stopScan()
+        central.connect(peripheral)
+    }
+
+    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+        peripheral.delegate = self
+        peripheral.discoverServices([serviceUUID])
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: Error?) {
+        guard let service = peripheral.services?.first else { return }
+        peripheral.discoverCharacteristics([CBUUID(string: CBUUIDL2CAPPSMCharacteristicString)], for: service)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: Error?) {
+        guard let characteristic = service.characteristics?.first else { return }
+        peripheral.readValue(for: characteristic)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: Error?) {
+        guard let value = characteristic.value, value.count == 2 else { return }
+        let psm = CBL2CAPPSM(value[0]) | CBL2CAPPSM(value[1]) << 8
+        self.psm.withLock { $0 = psm }
+        peripheral.openL2CAPChannel(psm)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        if let channel {
+            channels.withLock { $0.append(channel) }
+            log.append("opened \(channel.psm)")
+        } else {
+            errors.withLock { $0.append(error ?? CBError(.unknown)) }
+            log.append("open failed")
+        }
+    }
+}
+
+@Suite(.serialized) struct L2CAPChannelTests {
+    @Test func aCentralStreams64KiBThroughThePeripheralsEchoThenTheUnpublishedPSMIsRefused() throws {
+        let capture = temporaryPath("l2cap-central.btsnoop")
+        defer { try? FileManager.default.removeItem(atPath: capture) }
+        let radio = CBVirtualRadio(clock: .realTime)
+        let server = ChannelServer()
+        let client = ChannelClient()
+        var peripheralManager: CBPeripheralManager? = CBVirtualRadio.withCurrent(radio) {
+            CBPeripheralManager(delegate: server, queue: DispatchQueue(label: "channel peripheral"))
+        }
+        #expect(changes.wait(until: { server.log.contains("advertising") }))
+        var central: CBCentralManager? = CBVirtualRadio.withCurrent(radio) {
+            CBCentralManager(delegate: client, queue: DispatchQueue(label: "channel central"),
+                             options: [CBManagerOptionLinuxSnoopPathKey: capture])
+        }
+        #expect(changes.wait(until: { client.channels.current.count == 1 }))
+        let psm = try #require(server.psm.current)
+        #expect((0x0080...0x00FF).contains(psm))
+        #expect(client.psm.current == psm)
+        let channel = try #require(client.channels.current.first)
+        #expect(channel.psm == psm)
+        #expect(channel.peer is CBPeripheral)
+        #expect(changes.wait(until: { server.log.contains("opened \(psm)") }))
+
+        // 64 KiB out, through the echo, and back.
+        let payload = (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) }
+        let sender = Sender(channel, payload: payload, on: server.streams.runLoop)
+        #expect(changes.wait(until: { sender.received.count >= payload.count }))
+        #expect(sender.received.count == payload.count)
+        #expect(sender.received == payload, "the echo differs")
+        #expect(changes.wait(until: { server.echoes.current.first?.channel.peer is CBCentral }))
+
+        // Unpublished: a new channel to the PSM is refused, with an error.
+        peripheralManager?.unpublishL2CAPChannel(psm)
+        #expect(changes.wait(until: { server.log.contains("unpublished \(psm)") }))
+        let peripheral = try #require(client.peripheral.current)
+        peripheral.openL2CAPChannel(psm)
+        #expect(changes.wait(until: { client.log.contains("open failed") }))
+        #expect(client.errors.current.count == 1)
+
+        // Closing both streams closes the channel: the peripheral's echo sees the end.
+        sender.close()
+        #expect(changes.wait(until: { server.echoes.current.first?.ended == true }))
+
+        central = nil
+        peripheralManager = nil
+        _ = (central, peripheralManager)
+        server.streams.stop()
+        let result = try Tshark.check(capture: capture)
+        #expect(result.isClean, "\(result.malformed) \(result.expertErrors)")
+        #expect(result.frameProtocols.contains { $0.contains("btl2cap") })
+    }
+}
