@@ -2,26 +2,26 @@
 peripheral's L2CAP connection-oriented channel interop tests.
 
 Usage: python bumble_coc_client.py TRANSPORT [--name BumbleCoC] [--address F0:CE:CE:CE:CE:81]
-           [--psm 0x0081]
-           [--sizes 1,62,63,100,512] [--mtu N] [--mps 64] [--credits 8] [--pair] [--burst]
-           [--expect-refused [CODE]] [--timeout 20]
+           [--psm 0x0081] [--sizes 1,62,63,100,512] [--mtu N] [--mps 64] [--credits 8]
+           [--pair] [--burst] [--expect-refused [CODE]] [--timeout 20]
 
-TRANSPORT as for every peer (e.g. tcp-client:127.0.0.1:PORT). Scans until a device advertises
-NAME as its complete local name, connects from the static random ADDRESS, pairs first with --pair (Just Works, LE Secure
-Connections, bonding; in-memory keystore), then opens a channel to PSM (decimal or 0x hex) with
-its own MTU (default: the largest size, at least 512), MPS (default 64, so the echoes come
-segmented) and CREDITS (granted at the start, topped up once half are used). Sends one SDU per
+TRANSPORT as for every peer (e.g. tcp-client:127.0.0.1:PORT). Scans until a device advertises NAME
+as its complete local name, connects from the static random ADDRESS, pairs first with --pair (Just
+Works, LE Secure Connections, bonding; in-memory keystore), then opens a channel to PSM (decimal or
+0x hex) with its own MTU (default: the largest size, at least 512), MPS (default 64, so the echoes
+come segmented) and CREDITS (granted at the start, topped up once half are used). Sends one SDU per
 size, each of bytes (i * 7 + size) mod 256, and checks its echo byte for byte, one SDU at a time,
-or with --burst all SDUs first, then the echoes in order. A size above the peer's MTU fails
-before anything is sent. Closes the channel, disconnects, then prints DONE.
+or with --burst all SDUs first (each as soon as the previous one is sent whole), then the echoes in
+order. A size above the peer's MTU fails before anything is sent. Closes the channel, disconnects,
+then prints DONE.
 
 --expect-refused: the open must fail; prints REFUSED <result 0x....> and exits 0 (with CODE,
 e.g. 0x0005, only if the result is that one; else FAILED).
 
 Prints FOUND <address>, CONNECTED <peer>, PAIRED <sc|legacy> <authenticated 0|1> (with --pair),
-OPENED mtu=<peer's MTU> mps=<peer's MPS>, ECHO <length> ok per SDU, CLOSED, DISCONNECTED <reason>,
-DONE; exits 0.
-On any failure: FAILED <why> and exit code 1. Each wait is bounded by TIMEOUT seconds.
+ENCRYPTED <0|1>, OPENED mtu=<peer's MTU> mps=<peer's MPS>, ECHO <length> ok per SDU, CLOSED,
+DISCONNECTED <reason>, DONE; exits 0. On any failure: FAILED <why> (after disconnecting: DONE or
+FAILED is always the last line) and exit code 1. Each wait is bounded by TIMEOUT seconds.
 """
 import argparse
 import asyncio
@@ -33,7 +33,7 @@ from bumble.l2cap import L2capError, LeCreditBasedChannelSpec
 from bumble.transport import open_transport
 
 from bumble_central import scan_for
-from bumble_coc_server import just_works, say, watch_link
+from bumble_coc_server import just_works, say, sdu_writer, watch_link
 
 
 # Bumble logs a refused open with its traceback before raising it; REFUSED says it already.
@@ -96,20 +96,21 @@ async def run(options, device):
         echo = await within(options.timeout, f"echo {size}", echoes.get())
         if echo is None:
             raise Failure(f"closed waiting for echo {size}")
-        echo = bytes(echo)
-        if echo != payload(size):
-            first = next((i for i, (a, b) in enumerate(zip(echo, payload(size))) if a != b), min(len(echo), size))
+        echo, sent = bytes(echo), payload(size)
+        if echo != sent:
+            first = next((i for i, (a, b) in enumerate(zip(echo, sent)) if a != b), min(len(echo), size))
             raise Failure(f"echo {size} differs: got {len(echo)} bytes, first difference at {first}")
         say("ECHO", size, "ok")
 
+    write = sdu_writer(channel)
     if options.burst:
         for size in options.sizes:
-            channel.write(payload(size))
+            write(payload(size))
         for size in options.sizes:
             await check(size)
     else:
         for size in options.sizes:
-            channel.write(payload(size))
+            write(payload(size))
             await check(size)
     await within(options.timeout, "closing", channel.disconnect())
     say("CLOSED")
@@ -125,13 +126,14 @@ async def main(options):
             connection = await run(options, device)
             await within(options.timeout, "disconnecting", connection.disconnect())
         except Exception as error:
-            say("FAILED", *([error] if isinstance(error, Failure)
-                            else [type(error).__name__, str(error).replace("\n", " ")]))
             for connection in list(device.connections.values()):  # leave the controllers reusable
                 try:
                     await asyncio.wait_for(connection.disconnect(), 5)
                 except Exception:
                     pass
+            # The last line, as DONE is.
+            say("FAILED", *([error] if isinstance(error, Failure)
+                            else [type(error).__name__, str(error).replace("\n", " ")]))
             return 1
         say("DONE")
         return 0

@@ -9,8 +9,8 @@ the static random ADDRESS) and serves LE credit-based channels on PSM (decimal o
 own side of each channel: MTU (the largest SDU it accepts), MPS (the largest PDU it accepts: an
 SDU above MPS - 2 must come segmented) and CREDITS (the credits it grants at the start and tops
 up to, Bumble-style, once the peer has used half of them). Each SDU received is written back on
-the same channel unchanged (Bumble splits an echo above the peer's MTU into several SDUs: keep
-the SDUs within both MTUs).
+the same channel unchanged, one echo SDU per SDU (Bumble would split an echo above the peer's
+MTU into several SDUs: keep the SDUs within both MTUs).
 
 --encrypt: a channel is accepted only over an encrypted link. Bumble 0.0.236 has no security
 setting for an LE CoC server (it accepts every request on a registered PSM), so this script checks
@@ -94,12 +94,31 @@ def require_encryption(device, psm):
     manager.on_l2cap_le_credit_based_connection_request = on_request
 
 
+def sdu_writer(channel):
+    """A function that queues one SDU for the channel, keeping SDU boundaries. Bumble's
+    channel.write is a byte stream: writes still queued (waiting for credits) when the next SDU
+    is assembled are joined into one SDU, up to the peer's MTU. Here each SDU is written only once
+    the previous one has been handed out whole (drain)."""
+    queue = asyncio.Queue()
+
+    async def send():
+        while True:
+            sdu = await queue.get()
+            channel.write(sdu)
+            await channel.drain()
+
+    task = asyncio.get_running_loop().create_task(send())
+    channel.on("close", task.cancel)
+    return queue.put_nowait
+
+
 def on_channel(channel):
     say("OPENED", f"psm=0x{channel.psm:04X}", f"mtu={channel.peer_mtu}", f"mps={channel.peer_mps}")
+    write = sdu_writer(channel)
 
     def echo(sdu):
         say("SDU", len(sdu))
-        channel.write(bytes(sdu))
+        write(bytes(sdu))
 
     channel.sink = echo
     channel.on("close", lambda: say("CLOSED"))
