@@ -20,8 +20,9 @@ e.g. 0x0005, only if the result is that one; else FAILED).
 
 Prints FOUND <address>, CONNECTED <peer>, PAIRED <sc|legacy> <authenticated 0|1> (with --pair),
 ENCRYPTED <0|1>, OPENED mtu=<peer's MTU> mps=<peer's MPS>, ECHO <length> ok per SDU, CLOSED,
-DISCONNECTED <reason>, DONE; exits 0. On any failure: FAILED <why> (after disconnecting: DONE or
-FAILED is always the last line) and exit code 1. Each wait is bounded by TIMEOUT seconds.
+DISCONNECTED <reason>, DONE; exits 0. Also, as the server does: PDU-TOO-LARGE <length> mps=<ours>
+(a peer's PDU above our MPS; the run goes on). On any failure: FAILED <why> (after disconnecting:
+DONE or FAILED is always the last line) and exit code 1. Each wait is bounded by TIMEOUT seconds.
 """
 import argparse
 import asyncio
@@ -33,7 +34,7 @@ from bumble.l2cap import L2capError, LeCreditBasedChannelSpec
 from bumble.transport import open_transport
 
 from bumble_central import scan_for
-from bumble_coc_server import just_works, say, sdu_writer, watch_link
+from bumble_coc_server import just_works, say, sdu_writer, watch_link, watch_pdus
 
 
 # Bumble logs a refused open with its traceback before raising it; REFUSED says it already.
@@ -85,6 +86,7 @@ async def run(options, device):
         raise Failure(f"opened mtu={channel.peer_mtu} mps={channel.peer_mps}, not refused")
     say("OPENED", f"mtu={channel.peer_mtu}", f"mps={channel.peer_mps}")
 
+    watch_pdus(channel)
     echoes = asyncio.Queue()
     channel.sink = echoes.put_nowait
     channel.on("close", lambda: echoes.put_nowait(None))

@@ -24,7 +24,8 @@ Prints READY <address> once advertising, then one line per event:
   ENCRYPTED <0|1>, REFUSED psm=0x.... result=0x.... (with --encrypt),
   OPENED psm=0x.... mtu=<peer's MTU> mps=<peer's MPS>, SDU <length> (each SDU received, before
   its echo is queued), CLOSED (a channel closed, by either side or with the link),
-  DISCONNECTED <reason>.
+  DISCONNECTED <reason>; and for a peer's PDU above our MPS (Bumble would take it):
+  PDU-TOO-LARGE <payload length> mps=<our MPS>.
 Runs until killed.
 """
 import argparse
@@ -112,8 +113,23 @@ def sdu_writer(channel):
     return queue.put_nowait
 
 
+def watch_pdus(channel):
+    """A line for each of the peer's PDUs above our MPS, which Bumble takes without a check.
+    (Credits cannot be checked this way: Bumble tops the peer's credits up as soon as half are
+    used, at the latest as it counts the last one, so its count never shows a PDU beyond them.)"""
+    receive = channel.on_pdu
+
+    def on_pdu(pdu):
+        if len(pdu) > channel.mps:
+            say("PDU-TOO-LARGE", len(pdu), f"mps={channel.mps}")
+        receive(pdu)
+
+    channel.on_pdu = on_pdu
+
+
 def on_channel(channel):
     say("OPENED", f"psm=0x{channel.psm:04X}", f"mtu={channel.peer_mtu}", f"mps={channel.peer_mps}")
+    watch_pdus(channel)
     write = sdu_writer(channel)
 
     def echo(sdu):

@@ -65,6 +65,7 @@ def echoes(server, run, sizes, mtu, mps=64, server_mtu=512, server_mps=64):
     server.wait(f"OPENED psm=0x0081 mtu={mtu} mps={mps}")
     server.wait("CLOSED")
     assert [line for line in server.lines if line.startswith("SDU")] == [f"SDU {size}" for size in sizes]
+    assert not any(line.startswith("PDU-") for line in run.lines + server.lines)
 
 
 def plain(server, run_client):
