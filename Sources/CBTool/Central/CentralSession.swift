@@ -36,6 +36,7 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
     /// Completed steps by key ("services:ID", "read:OBJ"…): nil error is success.
     private var completions: [String: Error?] = [:]
     private var updateCounts: [ObjectIdentifier: Int] = [:]
+    private var openedChannels: [UUID: CBL2CAPChannel] = [:]
     /// Called on the delegate queue for every advertisement the scan reports.
     var onSighting: (@Sendable (Sighting) -> Void)?
     /// Called on the delegate queue for every value update (read answers and notifications).
@@ -182,6 +183,18 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
         }
     }
 
+    /// Opens an L2CAP channel to `psm` on a connected peripheral.
+    func openChannel(_ psm: CBL2CAPPSM, on peripheral: CBPeripheral) throws -> CBL2CAPChannel {
+        lock.withLock { openedChannels[peripheral.identifier] = nil }
+        try step("channel:\(key(peripheral))", "opening an L2CAP channel to PSM \(psm)") {
+            peripheral.openL2CAPChannel(psm)
+        }
+        guard let channel = lock.withLock({ openedChannels.removeValue(forKey: peripheral.identifier) }) else {
+            throw ToolError("opening an L2CAP channel to PSM \(psm) failed")
+        }
+        return channel
+    }
+
     /// How many value updates (read answers and notifications) `characteristic` has had.
     func updateCount(_ characteristic: CBCharacteristic) -> Int {
         lock.withLock { updateCounts[ObjectIdentifier(characteristic), default: 0] }
@@ -297,5 +310,10 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
 
     func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor descriptor: CBDescriptor, error: Error?) {
         complete("descriptor:\(key(descriptor))", error)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        if let channel { lock.withLock { openedChannels[peripheral.identifier] = channel } }
+        complete("channel:\(key(peripheral))", error ?? (channel == nil ? CBError(.unknown) : nil))
     }
 }

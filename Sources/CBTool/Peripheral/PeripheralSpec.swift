@@ -28,7 +28,16 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
     public var position: [Double]?
     /// How the device pairs (default: Just Works, accepted).
     public var pairing: Pairing?
+    /// An L2CAP channel the device publishes, echoing every byte a central sends on it; its
+    /// PSM goes in Apple's L2CAP PSM characteristic (`CBUUIDL2CAPPSMCharacteristicString`),
+    /// added to the first service.
+    public var l2capEcho: L2CAPEcho?
     public var services: [Service]
+
+    public struct L2CAPEcho: Codable, Sendable, Equatable {
+        /// Whether a central must encrypt (pair) before its channel is accepted.
+        public var encryptionRequired: Bool?
+    }
 
     /// The simulated device's side of pairing: its IO capability and, for a keyboard, the
     /// passkey its user types. What it shows (a passkey, a number) goes to its log.

@@ -116,17 +116,43 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
     public func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
         switch peripheral.state {
         case .poweredOn:
-            let services = build()
-            lock.withLock {
-                self.services = services
-                pendingServices = services.count
+            if let echo = spec.l2capEcho {
+                // The services wait for the PSM, which one of them carries.
+                return peripheral.publishL2CAPChannel(withEncryption: echo.encryptionRequired ?? false)
             }
-            services.forEach { peripheral.add($0) }
+            addServices(build(), to: peripheral)
         case .unsupported, .unauthorized:
             fail("no usable Bluetooth controller: \(peripheral.linuxUnavailableReason ?? "state \(peripheral.state)"); check CB_TRANSPORT")
         default:
             break
         }
+    }
+
+    private func addServices(_ services: [CBMutableService], to peripheral: CBPeripheralManager) {
+        lock.withLock {
+            self.services = services
+            pendingServices = services.count
+        }
+        services.forEach { peripheral.add($0) }
+    }
+
+    public func peripheralManager(_ peripheral: CBPeripheralManager, didPublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
+        if let error { return fail("cannot publish the L2CAP echo channel: \(CentralSession.describe(error))") }
+        say("L2CAP echo channel on PSM \(PSM) (0x\(String(PSM, radix: 16, uppercase: true)))")
+        let services = build()
+        if let first = services.first {
+            let psm = CBMutableCharacteristic(type: CBUUID(string: CBUUIDL2CAPPSMCharacteristicString), properties: [.read],
+                                              value: Data([UInt8(PSM & 0xFF), UInt8(PSM >> 8)]), permissions: [.readable])
+            first.characteristics = (first.characteristics ?? []) + [psm]
+        }
+        addServices(services, to: peripheral)
+    }
+
+    public func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        guard let channel else { return }
+        say("a central opened an L2CAP channel to PSM \(channel.psm)")
+        let (log, name) = (self.log, spec.name)
+        StreamEcho.start(channel) { echoed in log("[\(name)] L2CAP channel closed after echoing \(echoed) bytes") }
     }
 
     public func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
