@@ -301,3 +301,77 @@ private final class ChannelClient: NSObject, CBCentralManagerDelegate, CBPeriphe
         #expect(result.frameProtocols.contains { $0.contains("btl2cap") })
     }
 }
+
+/// A peripheral manager publishing an encryption-required channel, and a central opening it.
+private final class SecureChannelServer: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    let log = EventLog()
+    let psm = Locked<CBL2CAPPSM?>(nil)
+    let opened = Locked<[CBL2CAPChannel]>([])
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
+        if peripheral.state == .poweredOn { peripheral.publishL2CAPChannel(withEncryption: true) }
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didPublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
+        psm.withLock { $0 = PSM }
+        peripheral.add(CBMutableService(type: serviceUUID, primary: true))
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
+        peripheral.startAdvertising([CBAdvertisementDataLocalNameKey: "Secure", CBAdvertisementDataServiceUUIDsKey: [serviceUUID]])
+    }
+
+    func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) { log.append("advertising") }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        if let channel { opened.withLock { $0.append(channel) } }
+        log.append("opened")
+    }
+}
+
+@Suite struct SecureL2CAPChannelTests {
+    /// As iOS: the peripheral refuses the unencrypted link (Insufficient Authentication), the
+    /// central pairs on its own — asking its agent — and opens again, with no call of the app's.
+    @Test func anEncryptionRequiredChannelMakesTheCentralPairThenOpens() throws {
+        let radio = CBVirtualRadio(clock: .virtual)
+        let server = SecureChannelServer()
+        let recorder = CentralRecorder()
+        let peripheralManager = CBVirtualRadio.withCurrent(radio) {
+            CBPeripheralManager(delegate: server, queue: DispatchQueue(label: "secure channel peripheral"))
+        }
+        let central = CBVirtualRadio.withCurrent(radio) {
+            CBCentralManager(delegate: recorder, queue: recorder.queue)
+        }
+        let agent = ScriptedPairingAgent(.noInputNoOutput)
+        central.linuxPairingAgent = agent
+        #expect(radio.run(until: { server.log.contains("advertising") && central.state == .poweredOn }, timeout: .seconds(10)))
+        central.scanForPeripherals(withServices: [serviceUUID])
+        #expect(radio.run(until: { recorder.discovered(named: "Secure") != nil }, timeout: .seconds(10)))
+        let peripheral = try #require(recorder.discovered(named: "Secure"))
+        central.stopScan()
+        central.connect(peripheral)
+        #expect(radio.run(until: { peripheral.state == .connected }, timeout: .seconds(10)))
+        let opens = ChannelOpens()
+        peripheral.delegate = opens
+        let psm = try #require(server.psm.current)
+        peripheral.openL2CAPChannel(psm)
+        #expect(radio.run(until: { opens.results.current.count == 1 }, timeout: .seconds(60)))
+        let result = try #require(opens.results.current.first)
+        #expect(result.psm == psm, "\(result.error ?? "")")
+        #expect(agent.requests == [.confirmPairing])
+        #expect(radio.run(until: { server.opened.current.count == 1 }, timeout: .seconds(10)))
+        #expect(central.linuxBonds.count == 1)
+        _ = peripheralManager
+    }
+}
+
+/// A peripheral delegate recording each channel open's outcome.
+private final class ChannelOpens: NSObject, CBPeripheralDelegate, @unchecked Sendable {
+    let results = Locked<[(psm: CBL2CAPPSM?, error: String?)]>([])
+    let channels = Locked<[CBL2CAPChannel]>([])
+
+    func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        if let channel { channels.withLock { $0.append(channel) } }
+        results.withLock { $0.append((channel?.psm, error.map { "\($0)" })) }
+    }
+}
