@@ -7,7 +7,7 @@ import PackageDescription
 var exampleTargets: [Target] {
     let executables = [
         "Scanner", "ConnectRSSI", "GATTExplorer", "ReadCharacteristic", "WriteCharacteristic", "Notifications",
-        "Streaming", "EchoServer", "EchoClient", "RemoteLed", "LedRemote", "IBeacon", "BeaconLocator",
+        "Streaming", "EchoServer", "EchoClient", "RemoteLed", "LedRemote", "IBeacon", "BeaconLocator", "L2CAPStream",
     ]
     // The async style (the Linux extension CoreBluetoothAsync): a heart-rate monitor and the
     // book's EchoServer written with async/await, tested the same way.
@@ -190,7 +190,7 @@ let package = Package(
         // The lint's samples are read as files, never compiled.
         .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint"], exclude: ["LintSamples"]),
         // The example apps end to end, both sides on a virtual radio.
-        .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "AsyncExampleApps", "CoreBluetooth"]),
+        .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "AsyncExampleApps", "CoreBluetooth", "TestTools"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
         // LECrypto to check the resolvable private addresses the controller makes.
         .testTarget(name: "VirtualControllerTests", dependencies: [
