@@ -93,6 +93,22 @@ extension CBPeripheral {
         })
     }
 
+    /// **Linux extension.** Opens an L2CAP channel to the peripheral's `PSM`
+    /// (`openL2CAPChannel(_:)`) and returns it, pairing first if the peripheral asks for it;
+    /// throws the error `peripheral(_:didOpen:error:)` reports. Keep the channel: releasing it
+    /// closes it. A channel that opens after the task was cancelled is closed.
+    public func openL2CAPChannel(_ PSM: CBL2CAPPSM) async throws -> CBL2CAPChannel {
+        let start = { (peripheral: CBPeripheral) -> CBL2CAPChannel? in
+            peripheral.openL2CAPChannel(PSM)
+            return nil
+        }
+        return try await perform(start, until: { event in
+            guard case .channel(let channel, let error) = event, channel == nil || channel?.psm == PSM else { return nil }
+            if let channel { return .success(channel) }
+            return .failure(error ?? CBError(.unknown))
+        })
+    }
+
     /// **Linux extension.** The values `characteristic` notifies or indicates while the
     /// sequence is iterated: `setNotifyValue(true, for:)` when iteration starts (a failure ends
     /// the sequence with its error), `setNotifyValue(false, for:)` when the iterating task ends

@@ -25,6 +25,8 @@ enum PeripheralManagerEvent: Sendable {
     case advertising((any Error)?)
     case request(CBPeripheralManagerRequest)
     case readyToUpdate
+    case published(CBL2CAPPSM, (any Error)?)
+    case opened(CBL2CAPChannel?, (any Error)?)
 }
 
 /// An observer on a peripheral manager's event tap.
@@ -59,6 +61,14 @@ final class PeripheralManagerTap: NSObject, CBPeripheralManagerDelegate {
     }
 
     func peripheralManagerIsReady(toUpdateSubscribers peripheral: CBPeripheralManager) { handler(.readyToUpdate) }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didPublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
+        handler(.published(PSM, error))
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        handler(.opened(channel, error))
+    }
 }
 
 /// The error of an await that the manager's leaving `.poweredOn` ends.
@@ -198,5 +208,30 @@ extension CBPeripheralManager {
             guard case .readyToUpdate = event else { return nil }
             return .success(false)
         }) {}
+    }
+
+    /// **Linux extension.** Publishes an L2CAP channel server (`publishL2CAPChannel(withEncryption:)`)
+    /// and returns its PSM; channels centrals open arrive in ``openedChannels``.
+    public func publishL2CAPChannel(withEncryption encryptionRequired: Bool) async throws -> CBL2CAPPSM {
+        let start = { [self] () -> CBL2CAPPSM? in
+            publishL2CAPChannel(withEncryption: encryptionRequired)
+            return nil
+        }
+        return try await perform(start, until: { event in
+            guard case .published(let psm, let error) = event else { return nil }
+            return error.map { .failure($0) } ?? .success(psm)
+        })
+    }
+
+    /// **Linux extension.** The channels centrals open to this manager's published PSMs while
+    /// the sequence is iterated (`peripheralManager(_:didOpen:error:)`). Keep each channel:
+    /// releasing it closes it.
+    public var openedChannels: CBEventSequence<CBL2CAPChannel> {
+        CBEventSequence { [self] continuation in
+            let token = addEventTap(PeripheralManagerTap { event in
+                if case .opened(let channel?, _) = event { continuation.yield(channel) }
+            })
+            continuation.onTermination = { [self] _ in removeEventTap(token) }
+        }
     }
 }

@@ -22,6 +22,7 @@ enum PeripheralEvent: Sendable {
     case notificationState(CBCharacteristic, (any Error)?)
     case rssi(Int, (any Error)?)
     case readyToWrite
+    case channel(CBL2CAPChannel?, (any Error)?)
 }
 
 /// An observer on a manager's event tap: hears what its delegate hears, on its queue.
@@ -81,6 +82,10 @@ final class PeripheralTap: NSObject, CBPeripheralDelegate {
     func peripheral(_ peripheral: CBPeripheral, didReadRSSI RSSI: NSNumber, error: Error?) { handler(.rssi(RSSI.intValue, error)) }
 
     func peripheralIsReady(toSendWriteWithoutResponse peripheral: CBPeripheral) { handler(.readyToWrite) }
+
+    func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        handler(.channel(channel, error))
+    }
 }
 
 /// What one await or sequence holds on a connected peripheral: a tap on the peripheral for its

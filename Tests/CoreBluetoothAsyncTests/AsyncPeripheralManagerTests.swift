@@ -212,4 +212,24 @@ struct AsyncPeripheralManagerTests {
         updating.cancel()
         await #expect(throws: CancellationError.self) { try await updating.value }
     }
+
+    @Test func aChannelOpensBothWaysAndAnUnknownPSMThrows() async throws {
+        let fixture = await AsyncPeripheralFixture()
+        let psm = try await fixture.manager.publishL2CAPChannel(withEncryption: false)
+        #expect((0x0080...0x00FF).contains(psm))
+        var incoming = fixture.manager.openedChannels.makeAsyncIterator()
+        try await fixture.publish()
+        let (peripheral, _) = try await fixture.connect()
+        let channel = try await peripheral.openL2CAPChannel(psm)
+        #expect(channel.psm == psm)
+        #expect(channel.peer === peripheral)
+        let accepted = await incoming.next()
+        #expect(accepted?.psm == psm)
+        #expect(accepted?.peer is CBCentral)
+        let error = await #expect(throws: CBError.self) { try await peripheral.openL2CAPChannel(psm + 1) }
+        #expect(error?.localizedDescription.contains("no L2CAP channel published") == true)
+        // On a peripheral that disconnected, an open fails at once, as every await does.
+        fixture.central.cancelPeripheralConnection(peripheral)
+        await #expect(throws: CBError.self) { try await peripheral.openL2CAPChannel(psm) }
+    }
 }
