@@ -213,23 +213,31 @@ private final class ChannelPeripheral: NSObject, CBPeripheralManagerDelegate, @u
 }
 
 extension CaptureFrames {
-    /// The values of `field` in the frames matching `filter`, one per occurrence (a frame that
-    /// holds several PDUs gives several).
-    func values(_ field: String, where filter: String) throws -> [Int] {
+    /// The values of `fields` (first occurrence each, "" when absent) in the frames matching
+    /// `filter`, a row per frame.
+    func rows(_ fields: [String], where filter: String) throws -> [[String]] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: tshark)
-        process.arguments = ["-r", path, "-Y", filter, "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,", "-e", field]
+        process.arguments = ["-r", path, "-Y", filter, "-T", "fields", "-E", "occurrence=f"] + fields.flatMap { ["-e", $0] }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CaptureError(description: "tshark -Y \(filter) -e \(field) failed") }
-        return String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == "\n" || $0 == "," }).compactMap {
-            let text = $0.trimmingCharacters(in: .whitespaces)
-            return text.hasPrefix("0x") ? Int(text.dropFirst(2), radix: 16) : Int(text)
-        }
+        guard process.terminationStatus == 0 else { throw CaptureError(description: "tshark -Y \(filter) \(fields) failed") }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+            .map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+    }
+
+    /// The values of `field` in the frames matching `filter` (its first occurrence in each).
+    func values(_ field: String, where filter: String) throws -> [Int] {
+        try rows([field], where: filter).compactMap { $0.first.flatMap(Self.number) }
+    }
+
+    /// A field's text as tshark prints it: decimal, or 0x hex.
+    static func number(_ text: String) -> Int? {
+        text.hasPrefix("0x") ? Int(text.dropFirst(2), radix: 16) : Int(text)
     }
 }
 
@@ -262,6 +270,31 @@ struct ChannelInteropTests {
     static func kFrameLengths(_ frames: CaptureFrames, ours: Bool) throws -> [Int] {
         try frames.values("btl2cap.length",
                           where: "frame.p2p_dir == \(ours ? 0 : 1) && btl2cap.cid >= 0x0040 && !btl2cap.cmd_code")
+    }
+
+    /// Our K-frames on the capture's one credit-based channel that went out with no credit
+    /// left: Bumble's initial credits (its successful response) plus its LE Flow Control
+    /// Credits seen so far, against one credit a K-frame (Vol 3 Part A §10.1). Frame numbers.
+    static func kFramesBeyondCredits(_ frames: CaptureFrames) throws -> [Int] {
+        let sent = try frames.rows(["frame.number"], where: "frame.p2p_dir == 0 && btl2cap.cid >= 0x0040 && !btl2cap.cmd_code")
+            .compactMap { $0.first.flatMap(Int.init) }.map { (frame: $0, credits: -1) }
+        let granted = try frames.rows(["frame.number", "btl2cap.initial_credits"],
+                                      where: "frame.p2p_dir == 1 && btl2cap.cmd_code == 0x15 && btl2cap.le_result == 0")
+            + frames.rows(["frame.number", "btl2cap.credits"], where: "frame.p2p_dir == 1 && btl2cap.cmd_code == 0x16")
+        let grants = granted.compactMap { row -> (frame: Int, credits: Int)? in
+            guard row.count == 2, let frame = Int(row[0]), let credits = CaptureFrames.number(row[1]) else { return nil }
+            return (frame, credits)
+        }
+        var credits = 0
+        var beyond: [Int] = []
+        for event in (sent + grants).sorted(by: { $0.frame < $1.frame }) {
+            credits += event.credits
+            if credits < 0 {
+                beyond.append(event.frame)
+                credits = 0
+            }
+        }
+        return beyond
     }
 
     // MARK: Our central, Bumble's CoC server
@@ -362,6 +395,87 @@ struct ChannelInteropTests {
         let theirs = try Self.kFrameLengths(frames, ours: false)
         checks.check(theirs.allSatisfy { $0 <= ourMPS }, "Bumble's K-frames above our MPS \(ourMPS): \(Set(theirs).sorted())")
         checks.check(try frames.count("btl2cap.cmd_code == 0x14"), 1, "LE Credit Based Connection Requests")
+        checks.check(try Self.kFramesBeyondCredits(frames), [], "our K-frames sent without a credit")
+        finished = true
+    }
+
+    /// 1, secured: Bumble's server wants an encrypted link (`--encrypt`) and refuses our
+    /// first request with Insufficient Authentication; our central pairs (Just Works, LE Secure
+    /// Connections), asks once more, and the channel opens, as on iOS. Bumble grants only 2
+    /// credits at a time, so the 4 KiB through it wait on LE Flow Control Credits again and again.
+    @Test func ourCentralPairsWhenBumbleRefusesForAuthentication() throws {
+        let checks = Checks()
+        var finished = false
+        let ports = [try freeLoopbackPort(), try freeLoopbackPort()]
+        let controllers = try PeerProcess(script: "bumble_controllers.py", arguments: ports.map(String.init))
+        defer { controllers.stop(failed: !checks.ok || !finished) }
+        checks.check(controllers.waitFor("READY"), "controllers not ready")
+        let name = "BumbleCoCSecure"
+        let server = try PeerProcess(script: "bumble_coc_server.py", arguments: [
+            "tcp-client:127.0.0.1:\(ports[1])", "--name", name, "--psm", "0x0081", "--mtu", "512", "--mps", "64",
+            "--credits", "2", "--encrypt",
+        ])
+        defer { server.stop(failed: !checks.ok || !finished) }
+        checks.check(server.waitFor("READY"), "Bumble's server not ready")
+
+        let capture = temporaryPath("channel-central-secure.btsnoop")
+        let bondDirectory = temporaryPath("bonds")
+        defer { try? FileManager.default.removeItem(atPath: bondDirectory) }
+        defer {
+            if !checks.ok || !finished {
+                Issue.record("capture \(capture) (`tshark -r FILE -Y 'btl2cap || btsmp' -V`)")
+            } else {
+                try? FileManager.default.removeItem(atPath: capture)
+            }
+        }
+        let streams = ChannelRunLoopThread()
+        defer { streams.stop() }
+        let delegate = ChannelCentral(name: name)
+        var central: CBCentralManager? = CBCentralManager(delegate: delegate, queue: delegate.queue, options: [
+            CBManagerOptionLinuxTransportKey: "tcp:127.0.0.1:\(ports[0])", CBManagerOptionLinuxSnoopPathKey: capture,
+            CBManagerOptionLinuxBondDirectoryKey: bondDirectory,
+        ])
+        checks.wait({ delegate.log.contains("state 5") }, "powered on")
+        central?.scanForPeripherals(withServices: nil)
+        checks.wait({ delegate.peripheral != nil }, "discovered \(name)")
+        let peripheral = try #require(delegate.peripheral)
+        central?.stopScan()
+        central?.connect(peripheral)
+        checks.wait({ delegate.log.contains("connect") }, "connected")
+
+        peripheral.openL2CAPChannel(Self.bumblePSM)
+        checks.wait({ !delegate.channels.isEmpty || !delegate.openErrors.isEmpty }, seconds: 40, "the channel's didOpen")
+        checks.check(delegate.openErrors.isEmpty, "open failed: \(delegate.openErrors)")
+        let channel = try #require(delegate.channels.first)
+        checks.check(server.line(startingWith: "REFUSED"), "REFUSED psm=0x0081 result=0x0005", "Bumble's first answer")
+        checks.check(server.line(startingWith: "PAIRED"), "PAIRED sc 0", "Bumble's pairing")
+        checks.check(server.count(prefix: "ENCRYPTED 1"), 1, "Bumble's encryptions")
+        checks.check(server.count(prefix: "OPENED"), 1, "channels Bumble opened")
+        checks.check(central?.linuxBonds.map(\.isSecureConnections) ?? [], [true], "our bond (SC)")
+
+        let payload = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        let sender = StreamSender(channel, payload: payload, chunk: 512, on: streams.runLoop)
+        checks.check(waitUntil(timeout: .seconds(60)) { sender.received.count >= payload.count || sender.error != nil },
+                     "echo: \(sender.received.count) of \(payload.count) bytes back, stream error \(sender.error ?? "none")")
+        checks.check(sender.received == payload, "the echo differs from what was sent")
+        let sdus = Self.numbers(server, prefix: "SDU")
+        checks.check(sdus.reduce(0, +), payload.count, "bytes in the SDUs Bumble received (\(sdus))")
+        checks.check(sdus.allSatisfy { $0 <= 512 }, "SDUs above Bumble's MTU 512: \(sdus)")
+        checks.check(server.count(prefix: "PDU-TOO-LARGE"), 0, "our PDUs above Bumble's MPS 64")
+        sender.close()
+        checks.check(server.waitFor("CLOSED"), "Bumble saw no channel close")
+        central = nil
+
+        try checks.checkCapture(capture, smp: true)
+        let frames = try CaptureFrames(capture)
+        checks.check(try frames.count("btl2cap.cmd_code == 0x14"), 2, "LE Credit Based Connection Requests (one retry)")
+        checks.check(try frames.values("btl2cap.le_result", where: "btl2cap.cmd_code == 0x15"), [5, 0],
+                     "LE Credit Based Connection Response results")
+        checks.check(try frames.count("btsmp.opcode == 0x01"), 1, "Pairing Requests")
+        let ours = try Self.kFrameLengths(frames, ours: true)
+        checks.check(ours.allSatisfy { $0 <= 64 }, "K-frames of ours above MPS 64: \(Set(ours).sorted())")
+        checks.check(try frames.count("btl2cap.cmd_code == 0x16 && frame.p2p_dir == 1") > 10, "Bumble's LE Flow Control Credits")
+        checks.check(try Self.kFramesBeyondCredits(frames), [], "our K-frames sent without a credit")
         finished = true
     }
 
