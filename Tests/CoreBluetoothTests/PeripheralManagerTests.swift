@@ -880,5 +880,13 @@ private func makeService() -> CBMutableService {
         rig.manager.publishL2CAPChannel(withEncryption: false)
         #expect(rig.radio.run(until: { rig.recorder.log.count(of: "l2cap published") == 3 }, timeout: .seconds(5)))
         #expect(rig.recorder.publishedPSMs == [0x80, 0x81, 0x80])
+
+        // A PSM the program names (Linux extension): an SPSM, once; not twice, not outside LE's.
+        rig.manager.linuxPublishL2CAPChannel(0x0027, withEncryption: false)
+        rig.manager.linuxPublishL2CAPChannel(0x0027, withEncryption: false)
+        rig.manager.linuxPublishL2CAPChannel(0x0100, withEncryption: false)
+        #expect(rig.radio.run(until: { rig.recorder.log.count(of: "l2cap published") == 6 }, timeout: .seconds(5)))
+        #expect(rig.recorder.publishedPSMs == [0x80, 0x81, 0x80, 0x27])
+        #expect((rig.recorder.error("l2cap") as? CBError)?.code == .invalidParameters)
     }
 }

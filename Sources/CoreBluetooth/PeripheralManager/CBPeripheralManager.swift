@@ -245,15 +245,29 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// Authentication, or Insufficient Encryption when bonded) and pairs first.
     open func publishL2CAPChannel(withEncryption encryptionRequired: Bool) {
         guard requirePoweredOn("publishL2CAPChannel(withEncryption:)") else { return }
+        publishChannel(psm: nil, encryptionRequired: encryptionRequired)
+    }
+
+    /// **Linux extension.** Publishes an L2CAP channel server on a PSM the program names — an
+    /// SPSM a profile assigns (0x0001–0x007F) or one agreed out of band (up to 0x00FF) — instead
+    /// of one the system chooses: `peripheralManager(_:didPublishL2CAPChannel:error:)` follows,
+    /// with an error if the PSM is not an LE PSM or is published already.
+    public func linuxPublishL2CAPChannel(_ PSM: CBL2CAPPSM, withEncryption encryptionRequired: Bool) {
+        guard requirePoweredOn("linuxPublishL2CAPChannel(_:withEncryption:)") else { return }
+        publishChannel(psm: PSM, encryptionRequired: encryptionRequired)
+    }
+
+    private func publishChannel(psm: CBL2CAPPSM?, encryptionRequired: Bool) {
         onService { [weak self] service, _ in
-            let result = service.publishChannel(requiresEncryption: encryptionRequired)
+            let result = service.publishChannel(psm: psm, requiresEncryption: encryptionRequired)
             self?.deliver { manager, delegate in
                 switch result {
                 case .success(let psm):
                     delegate.peripheralManager(manager, didPublishL2CAPChannel: psm, error: nil)
                 case .failure(let failure):
-                    let error = CBError(.outOfSpace, description: "No L2CAP channel could be published: \(failure).")
-                    delegate.peripheralManager(manager, didPublishL2CAPChannel: 0, error: error)
+                    let code: CBError.Code = if case .noFreePSM = failure { .outOfSpace } else { .invalidParameters }
+                    let error = CBError(code, description: "No L2CAP channel could be published: \(failure).")
+                    delegate.peripheralManager(manager, didPublishL2CAPChannel: psm ?? 0, error: error)
                 }
             }
         }
