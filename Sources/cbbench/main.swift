@@ -66,10 +66,10 @@ if let index = argumentList.firstIndex(of: "--connections-child") {
     connectionsChild = n
     argumentList.removeSubrange(index...index + 1)
 }
-/// `--only NAME` runs one group (decode, pair, notify, adv, timed, conn, bumble): for profiling.
+/// `--only NAME` runs one group (decode, pair, notify, adv, timed, conn, bumble, channel): for profiling.
 let only: String? = {
     guard let index = argumentList.firstIndex(of: "--only") else { return nil }
-    guard index + 1 < argumentList.count else { fail("--only needs a workload: decode, pair, notify, adv, timed, conn, bumble") }
+    guard index + 1 < argumentList.count else { fail("--only needs a workload: decode, pair, notify, adv, timed, conn, bumble, channel") }
     defer { argumentList.removeSubrange(index...index + 1) }
     return argumentList[index + 1]
 }()
@@ -174,6 +174,33 @@ func repositoryRoot() -> URL? {
     return candidates.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent("interop/peers/bumble_bench.py").path) }
 }
 
+if selected("channel") {
+    let total = pick(8 << 20, 2 << 20, 64 << 10)
+    progress("L2CAP channel, \(total / 1024) KiB")
+    figures += apiChannelThroughput(total: total)
+    progress("timed air, L2CAP channel")
+    figures += apiTimedChannel(virtualSeconds: pick(10, 2, 1))
+    if !smoke { figures += apiTimedChannel(virtualSeconds: pick(10, 2, 1), reverse: true) }
+    if withBumble {
+        progress("Bumble LE CoC (its own host and virtual link)")
+        if let root = repositoryRoot(), FileManager.default.isExecutableFile(atPath: root.appendingPathComponent(".venv/bin/python").path),
+           let bumble = runChild(root.appendingPathComponent(".venv/bin/python").path, [
+               root.appendingPathComponent("interop/peers/bumble_bench.py").path, "--channel-bytes", "\(total)",
+           ]) {
+            if let rate = bumble["bumble_channel_bytes_per_s"] {
+                figures.append(Figure(name: "bumble_channel_bytes_per_s", value: rate, unit: "B/s",
+                                      note: "Bumble 0.0.236: LE CoC write → sink, MTU 4096, MPS 247, 64 credits, LocalLink, CPU time"))
+                if let mine = figures.first(where: { $0.name == "channel_bytes_per_s" })?.value {
+                    figures.append(Figure(name: "channel_ratio_vs_bumble", value: mine / rate, unit: "×",
+                                          note: "channel_bytes_per_s / bumble_channel_bytes_per_s"))
+                }
+            }
+        } else {
+            progress("Bumble skipped: no .venv with Bumble (run: bash scripts/setup-interop.sh)")
+        }
+    }
+}
+
 if withBumble && selected("bumble") {
     progress("Bumble (its own host and virtual link)")
     if let root = repositoryRoot(), FileManager.default.isExecutableFile(atPath: root.appendingPathComponent(".venv/bin/python").path),
@@ -208,10 +235,11 @@ if withBumble && selected("bumble") {
 if json {
     printJSON(figures)
 } else {
-    print("figure".padding(toLength: 32, withPad: " ", startingAt: 0) + "value".padding(toLength: 22, withPad: " ", startingAt: 0) + "what")
+    let width = max(32, (figures.map(\.name.count).max() ?? 0) + 1)
+    print("figure".padding(toLength: width, withPad: " ", startingAt: 0) + "value".padding(toLength: 22, withPad: " ", startingAt: 0) + "what")
     for f in figures {
         let value = String(format: "%.4g %@", f.value, f.unit)
-        print(f.name.padding(toLength: 32, withPad: " ", startingAt: 0) + value.padding(toLength: 22, withPad: " ", startingAt: 0) + f.note)
+        print(f.name.padding(toLength: width, withPad: " ", startingAt: 0) + value.padding(toLength: 22, withPad: " ", startingAt: 0) + f.note)
     }
 }
 if failures > 0 { exit(1) }
