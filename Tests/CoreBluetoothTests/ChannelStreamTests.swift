@@ -421,46 +421,8 @@ import Testing
         streams.output.close()
         #expect(transport.closes.current == 1)
     }
-
-    // MARK: The main run loop
-
-    /// Delivery on `RunLoop.main`, where the main thread runs it. Under `swift test` on Linux
-    /// it does not: the main thread is alive but parked, not running `RunLoop.main`, and the
-    /// main dispatch queue is served by another thread (main-actor tests do not run on the main
-    /// thread either), so nothing can run the main run loop in-process and this is a known
-    /// issue there. The test hops through the main queue and, only if that is the main thread,
-    /// runs the main run loop until the delegate has read everything.
-    @Test func eventsOnTheMainRunLoop() {
-        let streams = ChannelStreams(transport: RecordingTransport())
-        let collected = Guarded<[UInt8]>([])
-        let delegate = RecordingDelegate(expectedThread: Thread.mainThread) { stream, event in
-            guard event == .hasBytesAvailable, let input = stream as? InputStream else { return }
-            var buffer = [UInt8](repeating: 0, count: 64)
-            let n = input.read(&buffer, maxLength: buffer.count)
-            if n > 0 { collected.update { $0 += buffer[..<n] } }
-        }
-        streams.input.delegate = delegate
-        streams.input.schedule(in: .main, forMode: .default)
-        streams.input.open()
-        defer { streams.input.close() }
-        let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0) }
-        let outcome = Guarded<(onMainThread: Bool, done: Bool)?>(nil)
-        DispatchQueue.main.async {
-            guard Thread.isMainThread else { return outcome.update { $0 = (false, false) } }
-            let done = runMainRunLoop(timeout: 10) { collected.current.count >= bytes.count }
-            outcome.update { $0 = (true, done) }
-        }
-        // From this thread, while the main run loop sleeps.
-        for chunk in stride(from: 0, to: bytes.count, by: 100) { streams.received(Array(bytes[chunk..<(chunk + 100)])) }
-        #expect(outcome.wait(timeout: 20) { $0 != nil })
-        withKnownIssue("swift test on Linux: the main thread does not run RunLoop.main", isIntermittent: true) {
-            #expect(outcome.current?.onMainThread == true)
-            #expect(outcome.current?.done == true)
-            #expect(collected.current == bytes)
-            #expect(delegate.events(of: streams.input).first == .openCompleted)
-        }
-        #expect(delegate.allOnExpectedThread)
-    }
+    // Delivery on the main run loop needs a process whose main thread runs it (under `swift
+    // test` it never runs): L2CAPStreamTests runs `L2CAPStream`, which schedules there.
 }
 
 // MARK: - Doubles and helpers
