@@ -7,32 +7,6 @@ import Testing
 
 private let serviceUUID = CBUUID(string: "5E5E1001-0000-1000-8000-00805F9B34FB")
 
-/// A thread whose run loop carries the tests' streams (under `swift test` nothing runs the main
-/// run loop; `swift run L2CAPStream` schedules them on the main one).
-final class StreamThread: @unchecked Sendable {
-    private let ready = DispatchSemaphore(value: 0)
-    private let stopped = Locked(false)
-    // Set once by the thread before `ready` is signalled.
-    private var loop: RunLoop?
-
-    init() {
-        let thread = Thread { [self] in
-            // A far timer keeps the loop sleeping rather than returning while nothing is scheduled.
-            RunLoop.current.add(Timer(timeInterval: 3600, repeats: true) { _ in }, forMode: .default)
-            loop = RunLoop.current
-            ready.signal()
-            while !stopped.current { _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.5)) }
-        }
-        thread.name = "test streams"
-        thread.start()
-        ready.wait()
-    }
-
-    var runLoop: RunLoop { loop! }
-
-    func stop() { stopped.withLock { $0 = true } }
-}
-
 /// Wakes a waiting test whenever something it watches may have changed.
 final class Changes: @unchecked Sendable {
     private let condition = NSCondition()
@@ -59,105 +33,13 @@ final class Changes: @unchecked Sendable {
 
 private let changes = Changes()
 
-/// Reads everything a stream pair's input has and writes it back on the output: the
-/// peripheral's echo, driven by stream events on the run loop it is scheduled on.
-private final class Echo: NSObject, StreamDelegate, @unchecked Sendable {
-    // Touched only on the run loop's thread (stream events), or read after the run.
-    let channel: CBL2CAPChannel
-    private var pending: [UInt8] = []
-    private(set) var echoed = 0
-    private let endedFlag = Locked(false)
-    var ended: Bool { endedFlag.current }
-
-    init(_ channel: CBL2CAPChannel, on runLoop: RunLoop) {
-        self.channel = channel
-        super.init()
-        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
-            stream.delegate = self
-            stream.schedule(in: runLoop, forMode: .default)
-            stream.open()
-        }
-    }
-
-    func stream(_ stream: Stream, handle event: Stream.Event) {
-        if event.contains(.hasBytesAvailable) {
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while channel.inputStream.hasBytesAvailable {
-                let count = channel.inputStream.read(&buffer, maxLength: buffer.count)
-                guard count > 0 else { break }
-                pending += buffer[0..<count]
-            }
-        }
-        if event.contains(.endEncountered) { endedFlag.withLock { $0 = true } }
-        flush()
-        changes.changed()
-    }
-
-    private func flush() {
-        while !pending.isEmpty, channel.outputStream.hasSpaceAvailable {
-            let written = channel.outputStream.write(pending, maxLength: pending.count)
-            guard written > 0 else { break }
-            pending.removeFirst(written)
-            echoed += written
-        }
-    }
-}
-
-/// Writes `payload` as the output stream takes it and collects what comes back.
-private final class Sender: NSObject, StreamDelegate, @unchecked Sendable {
-    let channel: CBL2CAPChannel
-    let payload: [UInt8]
-    private var offset = 0
-    private let receivedBytes = Locked<[UInt8]>([])
-    var received: [UInt8] { receivedBytes.current }
-
-    init(_ channel: CBL2CAPChannel, payload: [UInt8], on runLoop: RunLoop) {
-        self.channel = channel
-        self.payload = payload
-        super.init()
-        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
-            stream.delegate = self
-            stream.schedule(in: runLoop, forMode: .default)
-            stream.open()
-        }
-    }
-
-    func stream(_ stream: Stream, handle event: Stream.Event) {
-        if event.contains(.hasSpaceAvailable) || event.contains(.openCompleted) { send() }
-        if event.contains(.hasBytesAvailable) {
-            var buffer = [UInt8](repeating: 0, count: 8192)
-            while channel.inputStream.hasBytesAvailable {
-                let count = channel.inputStream.read(&buffer, maxLength: buffer.count)
-                guard count > 0 else { break }
-                receivedBytes.withLock { $0 += buffer[0..<count] }
-            }
-        }
-        changes.changed()
-    }
-
-    private func send() {
-        while offset < payload.count, channel.outputStream.hasSpaceAvailable {
-            let written = payload[offset...].withUnsafeBufferPointer {
-                channel.outputStream.write($0.baseAddress!, maxLength: min(2048, $0.count))
-            }
-            guard written > 0 else { break }
-            offset += written
-        }
-    }
-
-    func close() {
-        channel.inputStream.close()
-        channel.outputStream.close()
-    }
-}
-
 /// The book-style peripheral: publishes a channel, puts its PSM in Apple's PSM
 /// characteristic, advertises, echoes every channel a central opens.
 private final class ChannelServer: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
     let log = EventLog()
     let psm = Locked<CBL2CAPPSM?>(nil)
-    let echoes = Locked<[Echo]>([])
-    let streams = StreamThread()
+    let echoes = Locked<[ChannelEcho]>([])
+    let streams = StreamRunLoopThread()
 
     func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
         guard peripheral.state == .poweredOn else { return }
@@ -191,7 +73,7 @@ private final class ChannelServer: NSObject, CBPeripheralManagerDelegate, @unche
     func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
         guard let channel else { return log.append("open failed") }
         log.append("opened \(channel.psm)")
-        echoes.withLock { $0.append(Echo(channel, on: streams.runLoop)) }
+        echoes.withLock { $0.append(ChannelEcho(channel, on: streams.runLoop) { changes.changed() }) }
     }
 }
 
@@ -274,7 +156,7 @@ private final class ChannelClient: NSObject, CBCentralManagerDelegate, CBPeriphe
 
         // 64 KiB out, through the echo, and back.
         let payload = (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) }
-        let sender = Sender(channel, payload: payload, on: server.streams.runLoop)
+        let sender = ChannelSender(channel, payload: payload, on: server.streams.runLoop) { changes.changed() }
         #expect(changes.wait(until: { sender.received.count >= payload.count }))
         #expect(sender.received.count == payload.count)
         #expect(sender.received == payload, "the echo differs")

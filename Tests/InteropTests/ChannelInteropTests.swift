@@ -4,136 +4,6 @@ import Scheduling
 import TestSupport
 import Testing
 
-/// A thread whose run loop carries a test's channel streams (nothing runs the main run loop
-/// under `swift test`).
-private final class ChannelRunLoopThread: @unchecked Sendable {
-    private let ready = DispatchSemaphore(value: 0)
-    private let stopped = Locked(false)
-    // Set once by the thread before `ready` is signalled.
-    private var loop: RunLoop?
-
-    init() {
-        let thread = Thread { [self] in
-            // A far timer keeps the loop sleeping rather than returning while nothing is scheduled.
-            RunLoop.current.add(Timer(timeInterval: 3600, repeats: true) { _ in }, forMode: .default)
-            loop = RunLoop.current
-            ready.signal()
-            while !stopped.current { _ = RunLoop.current.run(mode: .default, before: Date(timeIntervalSinceNow: 0.2)) }
-        }
-        thread.name = "interop channel streams"
-        thread.start()
-        ready.wait()
-    }
-
-    var runLoop: RunLoop { loop! }
-
-    func stop() { stopped.withLock { $0 = true } }
-}
-
-/// Our peripheral's echo on one channel: everything the input stream has goes back out on the
-/// output stream (stream events on the run loop it is scheduled on). What is read at once is
-/// written at once, so an SDU comes back as one SDU when the peer waits for each echo.
-private final class StreamEcho: NSObject, StreamDelegate, @unchecked Sendable {
-    let channel: CBL2CAPChannel
-    // On the run loop's thread only.
-    private var pending: [UInt8] = []
-    private let counts = Locked((read: 0, written: 0, ended: false))
-    var read: Int { counts.current.read }
-    var written: Int { counts.current.written }
-    var ended: Bool { counts.current.ended }
-
-    init(_ channel: CBL2CAPChannel, on runLoop: RunLoop) {
-        self.channel = channel
-        super.init()
-        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
-            stream.delegate = self
-            stream.schedule(in: runLoop, forMode: .default)
-            stream.open()
-        }
-    }
-
-    func stream(_ stream: Stream, handle event: Stream.Event) {
-        if event.contains(.hasBytesAvailable) {
-            var buffer = [UInt8](repeating: 0, count: 8192)
-            while channel.inputStream.hasBytesAvailable {
-                let count = channel.inputStream.read(&buffer, maxLength: buffer.count)
-                guard count > 0 else { break }
-                pending += buffer[0..<count]
-                counts.withLock { $0.read += count }
-            }
-        }
-        if event.contains(.endEncountered) || event.contains(.errorOccurred) { counts.withLock { $0.ended = true } }
-        while !pending.isEmpty, channel.outputStream.hasSpaceAvailable {
-            let written = channel.outputStream.write(pending, maxLength: pending.count)
-            guard written > 0 else { break }
-            pending.removeFirst(written)
-            counts.withLock { $0.written += written }
-        }
-    }
-
-    func close() {
-        channel.inputStream.close()
-        channel.outputStream.close()
-    }
-}
-
-/// Our central's side of a channel: writes `payload` as the output stream takes it (at most
-/// `chunk` bytes a write) and collects what comes back.
-private final class StreamSender: NSObject, StreamDelegate, @unchecked Sendable {
-    let channel: CBL2CAPChannel
-    let payload: [UInt8]
-    let chunk: Int
-    // On the run loop's thread only.
-    private var offset = 0
-    private let receivedBytes = Locked<[UInt8]>([])
-    private let failure = Locked<String?>(nil)
-    var received: [UInt8] { receivedBytes.current }
-    var error: String? { failure.current }
-
-    init(_ channel: CBL2CAPChannel, payload: [UInt8], chunk: Int, on runLoop: RunLoop) {
-        self.channel = channel
-        self.payload = payload
-        self.chunk = chunk
-        super.init()
-        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
-            stream.delegate = self
-            stream.schedule(in: runLoop, forMode: .default)
-            stream.open()
-        }
-    }
-
-    func stream(_ stream: Stream, handle event: Stream.Event) {
-        if event.contains(.errorOccurred) {
-            failure.withLock { $0 = "\(stream.streamError.map { "\($0)" } ?? "stream error")" }
-        }
-        if event.contains(.endEncountered) { failure.withLock { $0 = $0 ?? "end of stream" } }
-        if event.contains(.hasSpaceAvailable) || event.contains(.openCompleted) { send() }
-        if event.contains(.hasBytesAvailable) {
-            var buffer = [UInt8](repeating: 0, count: 8192)
-            while channel.inputStream.hasBytesAvailable {
-                let count = channel.inputStream.read(&buffer, maxLength: buffer.count)
-                guard count > 0 else { break }
-                receivedBytes.withLock { $0 += buffer[0..<count] }
-            }
-        }
-    }
-
-    private func send() {
-        while offset < payload.count, channel.outputStream.hasSpaceAvailable {
-            let written = payload[offset...].withUnsafeBufferPointer {
-                channel.outputStream.write($0.baseAddress!, maxLength: min(chunk, $0.count))
-            }
-            guard written > 0 else { break }
-            offset += written
-        }
-    }
-
-    func close() {
-        channel.inputStream.close()
-        channel.outputStream.close()
-    }
-}
-
 /// Our central's delegate for the channel tests: finds a peer by name, keeps the channels it
 /// opens, writes down the rest.
 private final class ChannelCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @unchecked Sendable {
@@ -187,11 +57,11 @@ private final class ChannelCentral: NSObject, CBCentralManagerDelegate, CBPeriph
 private final class ChannelPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
     let log = EventLog()
     let queue = DispatchQueue(label: "interop-channel-peripheral")
-    let streams = ChannelRunLoopThread()
+    let streams = StreamRunLoopThread(name: "interop channel streams")
     private let published = Locked<CBL2CAPPSM?>(nil)
-    private let echoList = Locked<[StreamEcho]>([])
+    private let echoList = Locked<[ChannelEcho]>([])
     var psm: CBL2CAPPSM? { published.current }
-    var echoes: [StreamEcho] { echoList.current }
+    var echoes: [ChannelEcho] { echoList.current }
 
     func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) { log.append("state \(peripheral.state.rawValue)") }
 
@@ -208,7 +78,7 @@ private final class ChannelPeripheral: NSObject, CBPeripheralManagerDelegate, @u
     func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
         guard let channel else { return log.append("open failed \(error.map { "\($0)" } ?? "")") }
         log.append("opened \(channel.psm)")
-        echoList.withLock { $0.append(StreamEcho(channel, on: streams.runLoop)) }
+        echoList.withLock { $0.append(ChannelEcho(channel, on: streams.runLoop)) }
     }
 }
 
@@ -330,7 +200,7 @@ struct ChannelInteropTests {
                 try? FileManager.default.removeItem(atPath: capture)
             }
         }
-        let streams = ChannelRunLoopThread()
+        let streams = StreamRunLoopThread(name: "interop channel streams")
         defer { streams.stop() }
         let delegate = ChannelCentral(name: name)
         var central: CBCentralManager? = CBCentralManager(delegate: delegate, queue: delegate.queue, options: [
@@ -361,7 +231,7 @@ struct ChannelInteropTests {
         // 10 KiB out in 2 KiB writes, through Bumble's echo, and back.
         let payload = (0..<10_240).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 8) }
         let started = ContinuousClock.now
-        let sender = StreamSender(channel, payload: payload, chunk: 2048, on: streams.runLoop)
+        let sender = ChannelSender(channel, payload: payload, chunk: 2048, on: streams.runLoop)
         checks.check(waitUntil(timeout: .seconds(60)) { sender.received.count >= payload.count || sender.error != nil },
                      "echo: \(sender.received.count) of \(payload.count) bytes back, stream error \(sender.error ?? "none")")
         let took = ContinuousClock.now - started
@@ -428,7 +298,7 @@ struct ChannelInteropTests {
                 try? FileManager.default.removeItem(atPath: capture)
             }
         }
-        let streams = ChannelRunLoopThread()
+        let streams = StreamRunLoopThread(name: "interop channel streams")
         defer { streams.stop() }
         let delegate = ChannelCentral(name: name)
         var central: CBCentralManager? = CBCentralManager(delegate: delegate, queue: delegate.queue, options: [
@@ -454,7 +324,7 @@ struct ChannelInteropTests {
         checks.check(central?.linuxBonds.map(\.isSecureConnections) ?? [], [true], "our bond (SC)")
 
         let payload = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-        let sender = StreamSender(channel, payload: payload, chunk: 512, on: streams.runLoop)
+        let sender = ChannelSender(channel, payload: payload, chunk: 512, on: streams.runLoop)
         checks.check(waitUntil(timeout: .seconds(60)) { sender.received.count >= payload.count || sender.error != nil },
                      "echo: \(sender.received.count) of \(payload.count) bytes back, stream error \(sender.error ?? "none")")
         checks.check(sender.received == payload, "the echo differs from what was sent")
