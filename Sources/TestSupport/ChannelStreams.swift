@@ -48,11 +48,7 @@ public final class ChannelEcho: NSObject, StreamDelegate, @unchecked Sendable {
         self.channel = channel
         self.onEvent = onEvent
         super.init()
-        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
-            stream.delegate = self
-            stream.schedule(in: runLoop, forMode: .default)
-            stream.open()
-        }
+        openStreams(of: channel, on: runLoop, delegate: self)
     }
 
     public func stream(_ stream: Stream, handle event: Stream.Event) {
@@ -105,11 +101,7 @@ public final class ChannelSender: NSObject, StreamDelegate, @unchecked Sendable 
         self.chunk = chunk
         self.onEvent = onEvent
         super.init()
-        for stream in [channel.inputStream! as Stream, channel.outputStream!] {
-            stream.delegate = self
-            stream.schedule(in: runLoop, forMode: .default)
-            stream.open()
-        }
+        openStreams(of: channel, on: runLoop, delegate: self)
     }
 
     public func stream(_ stream: Stream, handle event: Stream.Event) {
@@ -143,5 +135,14 @@ public final class ChannelSender: NSObject, StreamDelegate, @unchecked Sendable 
     public func close() {
         channel.inputStream.close()
         channel.outputStream.close()
+    }
+}
+
+/// Schedules both of a channel's streams on `runLoop` with `delegate`, and opens them.
+private func openStreams(of channel: CBL2CAPChannel, on runLoop: RunLoop, delegate: StreamDelegate) {
+    for stream in [channel.inputStream! as Stream, channel.outputStream!] {
+        stream.delegate = delegate
+        stream.schedule(in: runLoop, forMode: .default)
+        stream.open()
     }
 }
