@@ -82,12 +82,6 @@ extension HostDevice {
         return true
     }
 
-    /// The PSMs `client` published, in publication order.
-    public func publishedChannels(of client: any HostDeviceClient) -> [UInt16] {
-        let owner = ObjectIdentifier(client)
-        return publishedPSMs.filter { $0.owner == owner }.map(\.psm)
-    }
-
     func unpublishAllChannels(ownedBy owner: ObjectIdentifier) {
         publishedPSMs.removeAll { $0.owner == owner }
     }
@@ -112,18 +106,14 @@ extension HostDevice {
             case .success(let channel):
                 completion(.success(channel))
             case .failure(.refused(let refusal)) where retryAfterSecurity:
-                let level: LESecurityLevel
+                let refused: SecurityRefusal
                 switch refusal {
-                case .insufficientEncryption:
-                    level = .unauthenticatedEncryption
-                case .insufficientAuthentication, .encryptionKeySizeTooShort:
-                    // Unencrypted: encryption may be all it takes; encrypted: the key is too
-                    // weak, and only a MITM-protected pairing helps.
-                    level = connection.le.isEncrypted ? .authenticatedEncryption : .unauthenticatedEncryption
-                default:
-                    return completion(.failure(.l2cap(.refused(refusal))))
+                case .insufficientEncryption: refused = .insufficientEncryption
+                case .insufficientAuthentication, .encryptionKeySizeTooShort: refused = .insufficientAuthentication
+                default: return completion(.failure(.l2cap(.refused(refusal))))
                 }
                 guard let self else { return completion(.failure(.disconnected)) }
+                let level = securityLevel(after: refused, on: connection)
                 log?("L2CAP channel to PSM 0x\(String(psm, radix: 16)) needs more security (\(refusal)); raising it, then retrying")
                 secure(connection, level: level) { [weak self] secured in
                     switch secured {

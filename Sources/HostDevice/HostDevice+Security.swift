@@ -127,23 +127,35 @@ extension HostDevice {
         pair(connection, requireMITM: securityConfiguration.requireMITM)
     }
 
+    /// What a peer's refusal for want of security asks of a link (an ATT error, an L2CAP
+    /// channel result).
+    enum SecurityRefusal {
+        case insufficientEncryption, insufficientAuthentication
+    }
+
+    /// The security level that answers `refusal` on `connection`: encryption for Insufficient
+    /// Encryption; for Insufficient Authentication, encryption on an unencrypted link (it may
+    /// be all it takes), else a MITM-protected key (the current one is too weak).
+    func securityLevel(after refusal: SecurityRefusal, on connection: DeviceConnection) -> LESecurityLevel {
+        switch refusal {
+        case .insufficientEncryption: .unauthenticatedEncryption
+        case .insufficientAuthentication: connection.le.isEncrypted ? .authenticatedEncryption : .unauthenticatedEncryption
+        }
+    }
+
     /// The ATT client's hook: a request refused for want of security raises it, then is
     /// retried once (Vol 3 Part C §10.3.2), so the app sees only the final answer.
     func raiseSecurity(on connection: DeviceConnection, for refusal: ATTPDU.ErrorResponse,
                        done: @escaping (ATTBearerError?) -> Void) {
-        let level: LESecurityLevel
+        let refused: SecurityRefusal
         switch refusal.errorCode {
-        case .insufficientEncryption:
-            level = .unauthenticatedEncryption
-        case .insufficientAuthentication:
-            // Unencrypted: encryption may be all it takes; encrypted: the key is too weak, so
-            // only a MITM-protected pairing helps.
-            level = connection.le.isEncrypted ? .authenticatedEncryption : .unauthenticatedEncryption
+        case .insufficientEncryption: refused = .insufficientEncryption
+        case .insufficientAuthentication: refused = .insufficientAuthentication
         default:
             // Encryption Key Size Too Short: our keys are 16 octets already.
             return done(.errorResponse(refusal))
         }
-        secure(connection, level: level) { result in
+        secure(connection, level: securityLevel(after: refused, on: connection)) { result in
             switch result {
             case .success: done(nil)
             case .failure(.peerRemovedPairingInformation): done(.securityFailed(.peerRemovedPairingInformation))

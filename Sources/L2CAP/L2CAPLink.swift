@@ -132,7 +132,7 @@ public final class L2CAPLink: @unchecked Sendable {
     @exclusivity(unchecked) public var requestTimeout: Duration = .seconds(30)
 
     @exclusivity(unchecked) private var nextIdentifier: UInt8 = 1
-    @exclusivity(unchecked) var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
+    @exclusivity(unchecked) private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
     @exclusivity(unchecked) public private(set) var isOpen = true
 
     public init(handle: ConnectionHandle, role: LERole, lower: L2CAPLowerLayer, loop: EventLoop) {

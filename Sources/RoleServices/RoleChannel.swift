@@ -56,10 +56,6 @@ public final class RoleChannel: @unchecked Sendable {
         channel.onClose = { [self] reason in closed(reason) }
     }
 
-    /// The largest SDU each side takes.
-    public var peerMTU: Int { channel.remoteMTU }
-    public var localMTU: Int { Int(channel.local.mtu) }
-
     /// Queues bytes to send, in order.
     public func write(_ bytes: [UInt8]) {
         guard isOpen, !bytes.isEmpty else { return }

@@ -27,7 +27,7 @@ protocol ChannelStreamTransport: AnyObject, Sendable {
 ///
 /// Bytes flow up through ``received(_:)`` into the input stream's buffer and out of it through
 /// `read(_:maxLength:)`; down through the output stream's `write(_:maxLength:)`, which takes
-/// what fits in the send buffer (``sendBufferLimit`` bytes not yet ``sent(_:)``) and passes
+/// what fits in the send buffer (at most `sendBufferLimit` bytes not yet ``sent(_:)``) and passes
 /// it on at once with ``ChannelStreamTransport/streamsWrote(_:)``. The send buffer is thus the
 /// transport's queue, which the streams only count.
 ///
@@ -76,9 +76,6 @@ final class ChannelStreams: @unchecked Sendable {
         input = ChannelInputStream(core: core)
         output = ChannelOutputStream(core: core)
     }
-
-    /// The most bytes written and not yet ``sent(_:)``.
-    var sendBufferLimit: Int { core.sendBufferLimit }
 
     /// Bytes from the peer (one SDU, reassembled). Dropped once the input stream is closed,
     /// or after ``peerClosed()`` or ``failed(_:)``.
