@@ -435,12 +435,14 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
     /// Asks a connected central for a connection interval matching `latency`.
     public func setDesiredConnectionLatency(_ latency: PeripheralConnectionLatency, for central: Int) {
         guard let device, let link = linksByCentral[central] else { return }
-        // Intervals in 1.25 ms units, supervision timeout in 10 ms units.
+        // Intervals in 1.25 ms units, supervision timeout in 10 ms units. Ranges an iPhone or a
+        // Mac accepts (Apple's accessory design guidelines: a minimum of at least 15 ms and a
+        // multiple of 15 ms, a maximum at least 15 ms above it; iOS refuses 7.5 ms).
         let parameters: ConnectionParameters
         switch latency {
-        case .low: parameters = ConnectionParameters(intervalMin: 0x0006, intervalMax: 0x000C, latency: 0, timeout: 0x01F4)
+        case .low: parameters = ConnectionParameters(intervalMin: 0x000C, intervalMax: 0x0018, latency: 0, timeout: 0x01F4)
         case .medium: parameters = ConnectionParameters(intervalMin: 0x0018, intervalMax: 0x0028, latency: 0, timeout: 0x01F4)
-        case .high: parameters = ConnectionParameters(intervalMin: 0x0050, intervalMax: 0x0078, latency: 0, timeout: 0x0258)
+        case .high: parameters = ConnectionParameters(intervalMin: 0x0048, intervalMax: 0x0078, latency: 0, timeout: 0x0258)
         }
         device.updateParameters(link.connection, parameters) { [log] result in
             if case .failure(let error) = result { log?("connection parameter update refused: \(error)") }

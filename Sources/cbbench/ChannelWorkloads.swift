@@ -1,7 +1,6 @@
 import CoreBluetooth
 import Foundation
 import HCI
-import VirtualController
 
 // The L2CAP channel workloads of issue 15, through Apple's API only: a peripheral manager
 // publishes a channel, a central opens it and streams bytes one way through the channel's
@@ -277,7 +276,7 @@ func apiChannelThroughput(total: Int) -> [Figure] {
                    note: "CBL2CAPChannel streams, central → peripheral manager, instant air, \(total / 1024) KiB (\(Int(Double(total) / time.wall / 1024)) KiB/s wall)")]
 }
 
-/// Workload 8: timed air, the timed workload's link (7.5 ms interval, 2M PHY, 251-byte data
+/// Workload 8: timed air, the timed workload's link (15 ms interval, 2M PHY, 251-byte data
 /// length): the channel's one-way goodput in SDU bytes per second of radio time, against the
 /// most SDU bytes the air-time model lets that link carry (`channelCeiling`). `reverse`: the
 /// peripheral manager sends and the central reads (a diagnostic: the other direction of the
@@ -311,7 +310,7 @@ func apiTimedChannel(virtualSeconds: Int, reverse: Bool = false) -> [Figure] {
             return !out.outputStream.hasSpaceAvailable && !into.inputStream.hasBytesAvailable && now == last
         }) else { fatalError("timed channel: the streams did not settle") }
     }
-    let interval: Int64 = 7500
+    let interval = lowLatencyIntervalMicroseconds
     func advance(events: Int64) {
         var left = events
         while left > 0 {
@@ -334,34 +333,60 @@ func apiTimedChannel(virtualSeconds: Int, reverse: Bool = false) -> [Figure] {
     pair.close()
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     let goodput = Double(received) / seconds
-    let ceiling = channelCeiling(intervalMicroseconds: interval)
+    let ceiling = channelCeiling(intervalMicroseconds: interval, centralSends: !reverse)
     let name = reverse ? "timed_channel_reverse" : "timed_channel"
     let direction = reverse ? "peripheral manager → central" : "central → peripheral manager"
     var figures = [
         Figure(name: "\(name)_bytes_per_s", value: goodput, unit: "B/s",
-               note: "SDU bytes, \(direction), 7.5 ms interval, 2M PHY, 251-byte PDUs, \(received) B in \(String(format: "%.2f", seconds)) s radio time (\(String(format: "%.2f", time.cpu)) s CPU)"),
+               note: "SDU bytes, \(direction), \(interval / 1000) ms interval, 2M PHY, 251-byte PDUs, \(received) B in \(String(format: "%.2f", seconds)) s radio time (\(String(format: "%.2f", time.cpu)) s CPU)"),
     ]
-    if !reverse {
-        figures.append(Figure(name: "timed_channel_ceiling_bytes_per_s", value: ceiling, unit: "B/s",
-                              note: "the air-time model's ceiling in SDU bytes for that link (see BENCHMARKS.md)"))
-    }
+    figures.append(Figure(name: "\(name)_ceiling_bytes_per_s", value: ceiling, unit: "B/s",
+                          note: "the air-time model's ceiling in SDU bytes for that link and direction (see BENCHMARKS.md)"))
     figures.append(Figure(name: "\(name)_fraction_of_ceiling", value: goodput / ceiling, unit: "",
-                          note: "\(name)_bytes_per_s / timed_channel_ceiling_bytes_per_s"))
+                          note: "\(name)_bytes_per_s / \(name)_ceiling_bytes_per_s"))
     return figures
 }
 
 /// The most SDU bytes per second a credit-based channel can carry one way on a 2M link with
 /// 251-byte PDUs in the radio's air-time model, counted as `linkLayerCeiling` counts ATT value
-/// bytes: each exchange is the sender's data PDU (2-byte LL header, 4-byte L2CAP header, an
-/// MPS-long K-frame payload), T_IFS, the receiver's empty PDU, T_IFS; as many whole exchanges
-/// as fit in an interval; every K-frame full, and the 2-byte SDU length once per SDU of `mtu`
-/// bytes (the peer's MTU, the size our streams cut SDUs to).
-func channelCeiling(intervalMicroseconds: Int64, mtu: Int = 4096, mps: Int = 247) -> Double {
+/// bytes: the most K-frame payload one connection event can carry (`kFramePayloadPerEvent`),
+/// and the 2-byte SDU length once per SDU of `mtu` bytes (the peer's MTU, the size our streams
+/// cut SDUs to).
+func channelCeiling(intervalMicroseconds: Int64, centralSends: Bool, mtu: Int = 4096, mps: Int = 247) -> Double {
+    let payload = kFramePayloadPerEvent(intervalNanoseconds: intervalMicroseconds * 1000, centralSends: centralSends, mps: mps)
+    return Double(payload) * Double(mtu) / Double(mtu + 2) / (Double(intervalMicroseconds) / 1e6)
+}
+
+/// The most K-frame payload bytes one connection event carries one way under the virtual
+/// central's rule (`VirtualController`, `connectionEventReceived`): the central starts another
+/// exchange only if its next PDU, T_IFS, the longest reply the peripheral may send (2 + 251
+/// octets) and T_IFS fit, after T_IFS, before the event ends. An exchange is the sender's data
+/// PDU (2-byte LL header, 4-byte L2CAP header, the payload), T_IFS, the receiver's empty PDU,
+/// or the other way round. Air time is linear in the payload, so for n exchanges the rule
+/// bounds the payload before the last start: n full K-frames when they fit, else what the
+/// bound leaves. Not only whole K-frames: when the peripheral sends, a short K-frame earlier
+/// in the event (an SDU's last) can leave room for one more full exchange.
+func kFramePayloadPerEvent(intervalNanoseconds interval: Int64, centralSends: Bool, mps: Int) -> Int {
     let ifs: Int64 = 150_000
-    let data = LEPHY.le2M.airTimeNanoseconds(pduOctets: 2 + 4 + mps)
-    let empty = LEPHY.le2M.airTimeNanoseconds(pduOctets: 2)
-    let exchange = data + ifs + empty + ifs
-    let perEvent = (intervalMicroseconds * 1000) / exchange
-    let sduBytesPerKFrame = Double(mps) * Double(mtu) / Double(mtu + 2)
-    return Double(perEvent) * sduBytesPerKFrame / (Double(intervalMicroseconds) / 1e6)
+    let phy = LEPHY.le2M
+    let emptyPDU = phy.airTimeNanoseconds(pduOctets: 2)
+    let bareKFrame = phy.airTimeNanoseconds(pduOctets: 2 + 4)
+    let perByte = phy.airTimeNanoseconds(pduOctets: 2 + 4 + 1) - bareKFrame
+    let longestReply = phy.airTimeNanoseconds(pduOctets: 2 + 251)
+    var best = mps  // the first exchange starts at the anchor whatever fits
+    var n = 2
+    while true {
+        // The end of exchange n − 1 with no payload, then the budget for exchange n.
+        let before = Int64(n - 1) * (bareKFrame + ifs + emptyPDU) + Int64(n - 2) * ifs
+        let budget = 3 * ifs + longestReply + (centralSends ? bareKFrame : emptyPDU)
+        let room = interval - before - budget
+        guard room >= 0 else { break }
+        // Central sends: the bound covers all n payloads (the nth PDU is in the budget).
+        // Peripheral sends: it covers the first n − 1; the nth reply is budgeted in full.
+        let bounded = Int(room / perByte)
+        let payload = centralSends ? min(n * mps, bounded) : mps + min((n - 1) * mps, bounded)
+        best = max(best, payload)
+        n += 1
+    }
+    return best
 }

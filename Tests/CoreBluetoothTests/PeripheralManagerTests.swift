@@ -793,12 +793,12 @@ private func makeService() -> CBMutableService {
         let subscriber = try #require(rig.recorder.centrals.first)
         rig.manager.setDesiredConnectionLatency(.high, for: subscriber)
         let updated = rig.poll(timeout: .seconds(10)) {
-            central.snapshot { ($0.connection?.interval).map { (0x0050...0x0078).contains($0) } ?? false }
+            central.snapshot { ($0.connection?.interval).map { (0x0048...0x0078).contains($0) } ?? false }
         }
         #expect(updated)
         rig.manager.setDesiredConnectionLatency(.low, for: subscriber)
         let ok13 = rig.poll(timeout: .seconds(10)) {
-            central.snapshot { ($0.connection?.interval).map { (0x0006...0x000C).contains($0) } ?? false }
+            central.snapshot { ($0.connection?.interval).map { (0x000C...0x0018).contains($0) } ?? false }
         }
         #expect(ok13)
     }

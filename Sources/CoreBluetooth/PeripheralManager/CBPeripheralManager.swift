@@ -160,8 +160,9 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         onService { service, _ in service.stopAdvertising() }
     }
 
-    /// Asks `central` for a connection interval matching `latency`: 7.5–15 ms for `.low`,
-    /// 30–50 ms for `.medium`, 100–150 ms for `.high`.
+    /// Asks `central` for a connection interval matching `latency`: 15–30 ms for `.low`,
+    /// 30–50 ms for `.medium`, 90–150 ms for `.high` (ranges that follow Apple's accessory
+    /// design guidelines, so that an iPhone or a Mac central accepts them too).
     open func setDesiredConnectionLatency(_ latency: CBPeripheralManagerConnectionLatency, for central: CBCentral) {
         guard requirePoweredOn("setDesiredConnectionLatency(_:for:)") else { return }
         let level: PeripheralConnectionLatency = switch latency {
