@@ -55,7 +55,7 @@ extension CBManager {
             hostDevice.bonds.bonds.map { bond in
                 let key = bond.centralLTK ?? bond.peripheralLTK
                 return CBLinuxBond(
-                    identifier: identifiers.identifier(for: bond.peerIdentity), address: "\(bond.peerIdentity.address)",
+                    identifier: identifiers.assignIdentifier(for: bond.peerIdentity), address: "\(bond.peerIdentity.address)",
                     isPublicAddress: !bond.peerIdentity.isRandom, isAuthenticated: key?.authenticated ?? false,
                     isSecureConnections: key?.secureConnections ?? false, keySize: key?.keySize ?? 0,
                     hasIdentityResolvingKey: bond.peerIRK != nil, created: bond.createdAt)
@@ -71,7 +71,9 @@ extension CBManager {
         guard let address = identifiers.address(for: identifier) else { return false }
         return onHostDevice(false) { hostDevice in
             let bond = hostDevice.bonds.bonds.first { $0.matches(address) || $0.peerIdentity.address == address.address }
-            return bond.map { hostDevice.removeBond(for: $0.peerIdentity) } ?? false
+            guard let bond, hostDevice.removeBond(for: bond.peerIdentity) else { return false }
+            identifiers.unbonded(bond.peerIdentity)
+            return true
         }
     }
 }

@@ -246,6 +246,8 @@ final class LocalDevice: @unchecked Sendable {
         }
         let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current, log: StackLog.sink)
         device.pairingAgent = ProcessPairingAgent()
+        // A peer that bonds keeps the identifier handed out for the address it paired from.
+        device.onBond = { [identifiers] linkPeer, identity in identifiers.bonded(identity, seenAt: linkPeer) }
         if let size = minimumKeySize.current { device.securityConfiguration.minimumKeySize = size }
         hostDevice = device
         device.start { [self] result in
