@@ -21,9 +21,9 @@ import Darwin
 /// identity the identifier the app already holds: the host reports the peer by identity from
 /// then on, whatever address it rotates to, and the peer keeps one identifier.
 ///
-/// **Bounded.** Beyond ``capacity`` entries that are not bonded, the least recently seen go
-/// first, random addresses before public ones; bonded peers stay. Private addresses in memory
-/// are bounded by ``privateCapacity`` the same way.
+/// **Bounded.** Beyond ``capacity`` entries that are not bonded, the least recently seen go;
+/// bonded peers stay. Private addresses, in memory, are bounded by ``privateCapacity`` the same
+/// way (a busy place shows hundreds of phones, each at a new address every few minutes).
 ///
 /// **Saving.** Lookups and changes answer from memory and never touch the file on the caller's
 /// thread (the device's loop). A change queues a write on a background queue; the changes made
@@ -189,7 +189,7 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
             let identifier = candidate ?? UUID()
             state.identities[key] = Entry(identifier: identifier, lastSeen: now)
             note(.seen, of: key, &state)
-            for evicted in Self.evict(&state.identities, capacity: capacity) { state.pending[evicted] = nil }
+            for evicted in Self.evict(&state.identities, capacity: capacity, sparing: key) { state.pending[evicted] = nil }
             return identifier
         }
     }
@@ -259,18 +259,19 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
 
     // MARK: Eviction
 
-    /// Removes the least recently seen entries that are not bonded beyond `capacity`, random
-    /// addresses before public ones; returns their keys. Evicts an eighth below `capacity` at
-    /// once, so that a busy scan sorts once per many new devices, not at each.
-    private static func evict(_ entries: inout [LEAddress: Entry], capacity: Int) -> [LEAddress] {
-        let candidates = entries.filter { !$0.value.bonded }
-        guard candidates.count > capacity else { return [] }
+    /// Removes the least recently seen entries that are not bonded beyond `capacity` (never
+    /// `sparing`, the one just handed out); returns their keys. Evicts an eighth below
+    /// `capacity` at once, so that a busy scan sorts once per many new devices, not at each.
+    private static func evict(_ entries: inout [LEAddress: Entry], capacity: Int, sparing: LEAddress? = nil) -> [LEAddress] {
+        let candidates = entries.filter { !$0.value.bonded && $0.key != sparing }
+        let count = candidates.count + (sparing.flatMap { entries[$0] }.map { $0.bonded ? 0 : 1 } ?? 0)
+        guard count > capacity else { return [] }
         let keep = capacity - capacity / 8
+        // Oldest first, then by address (random after public): one order in every process.
         let order = candidates.sorted { a, b in
-            // Random first, then oldest, then by address: a stable order in every process.
-            (a.key.isRandom ? 0 : 1, a.value.lastSeen, a.key.address) < (b.key.isRandom ? 0 : 1, b.value.lastSeen, b.key.address)
+            (a.value.lastSeen, a.key.address, a.key.isRandom ? 1 : 0) < (b.value.lastSeen, b.key.address, b.key.isRandom ? 1 : 0)
         }
-        let victims = order.prefix(candidates.count - keep).map(\.key)
+        let victims = order.prefix(count - keep).map(\.key)
         for key in victims { entries[key] = nil }
         return victims
     }

@@ -102,36 +102,43 @@ struct IdentifierStoreTests {
         #expect(store.identifier(for: Addresses.publicOne) == peer)
     }
 
-    @Test func staleDevicesAreEvictedLeastRecentlySeenFirstRandomBeforePublicBondedNever() {
+    @Test func staleDevicesAreEvictedLeastRecentlySeenFirstBondedOnesNever() {
         let clock = TestClock()
         let store = IdentifierStore(fileURL: nil, capacity: 4, privateCapacity: 3, seenGranularity: 1, now: clock.now)
         let bonded = Addresses.staticRandom(100)
         _ = store.assignIdentifier(for: bonded)
         store.bonded(bonded, seenAt: bonded)
-        clock.advance(10)
-        _ = store.assignIdentifier(for: Addresses.publicNumber(1))
         for n in 1...3 as ClosedRange<UInt64> {
             clock.advance(10)
             _ = store.assignIdentifier(for: Addresses.staticRandom(n))
         }
+        clock.advance(10)
+        _ = store.assignIdentifier(for: Addresses.publicNumber(1))
         #expect(store.entries.count == 5)  // four, and the bonded one
-        // Device 1 is seen again: 2 is now the least recently seen random one.
+        // Device 1 is seen again: 2 is now the least recently seen.
         clock.advance(10)
         _ = store.assignIdentifier(for: Addresses.staticRandom(1))
         clock.advance(10)
         _ = store.assignIdentifier(for: Addresses.staticRandom(4))
-        #expect(Set(store.entries.keys) == [bonded, Addresses.publicNumber(1), Addresses.staticRandom(1), Addresses.staticRandom(3),
+        #expect(Set(store.entries.keys) == [bonded, Addresses.staticRandom(1), Addresses.staticRandom(3), Addresses.publicNumber(1),
                                             Addresses.staticRandom(4)])
-        // Random ones go before an older public one.
+        // Public or random, the oldest goes: 3, then the public one.
         clock.advance(10)
         _ = store.assignIdentifier(for: Addresses.staticRandom(5))
-        #expect(store.entries[Addresses.publicNumber(1)] != nil && store.entries[Addresses.staticRandom(3)] == nil)
-        for n in 6...20 as ClosedRange<UInt64> {
+        #expect(store.entries[Addresses.staticRandom(3)] == nil && store.entries[Addresses.publicNumber(1)] != nil)
+        clock.advance(10)
+        _ = store.assignIdentifier(for: Addresses.staticRandom(6))
+        #expect(store.entries[Addresses.publicNumber(1)] == nil)
+        for n in 7...20 as ClosedRange<UInt64> {
             clock.advance(10)
             _ = store.assignIdentifier(for: Addresses.staticRandom(n))
             #expect(store.entries.filter { !$0.value.bonded }.count <= 4)
         }
         #expect(store.entries[bonded]?.bonded == true)
+        // The device just handed out stays, even when the clock stepped back.
+        clock.advance(-1000)
+        let newest = store.assignIdentifier(for: Addresses.publicNumber(99))
+        #expect(store.identifier(for: Addresses.publicNumber(99)) == newest)
 
         // Private addresses, in memory, by last use.
         for n in 1...3 as ClosedRange<UInt64> { _ = store.assignIdentifier(for: Addresses.resolvable(n)) }
