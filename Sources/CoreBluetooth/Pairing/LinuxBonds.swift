@@ -54,8 +54,11 @@ extension CBManager {
         return onHostDevice([]) { hostDevice in
             hostDevice.bonds.bonds.map { bond in
                 let key = bond.centralLTK ?? bond.peripheralLTK
+                // Handed out here: kept, as a bonded device's (never evicted).
+                let identifier = identifiers.assignIdentifier(for: bond.peerIdentity)
+                identifiers.bonded(bond.peerIdentity, seenAt: bond.peerIdentity)
                 return CBLinuxBond(
-                    identifier: identifiers.assignIdentifier(for: bond.peerIdentity), address: "\(bond.peerIdentity.address)",
+                    identifier: identifier, address: "\(bond.peerIdentity.address)",
                     isPublicAddress: !bond.peerIdentity.isRandom, isAuthenticated: key?.authenticated ?? false,
                     isSecureConnections: key?.secureConnections ?? false, keySize: key?.keySize ?? 0,
                     hasIdentityResolvingKey: bond.peerIRK != nil, created: bond.createdAt)

@@ -304,7 +304,11 @@ final class LocalDevice: @unchecked Sendable {
             }
             loop.execute { [self] in
                 loop.releaseClock()
-                if let store, let hostDevice, ObjectIdentifier(hostDevice) == deviceID { hostDevice.useBondStore(store) }
+                if let store, let hostDevice, ObjectIdentifier(hostDevice) == deviceID {
+                    hostDevice.useBondStore(store)
+                    // Bonded devices' identifiers are never evicted (none is made here).
+                    for bond in store.bonds { identifiers.bonded(bond.peerIdentity, seenAt: bond.peerIdentity) }
+                }
                 let done = afterBondStore
                 afterBondStore = nil
                 done?()
