@@ -2,13 +2,13 @@
 import Dispatch
 import Foundation
 import HCI
-import Scheduling
+import Synchronization
 import Testing
 
 /// A clock that moves only when told (the store's `lastSeen`).
 private final class TestClock: Sendable {
-    private let time = Locked(Date(timeIntervalSince1970: 1_800_000_000))
-    var now: @Sendable () -> Date { { self.time.current } }
+    private let time = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    var now: @Sendable () -> Date { { self.time.withLock { $0 } } }
     func advance(_ seconds: TimeInterval) { time.withLock { $0 += seconds } }
 }
 
