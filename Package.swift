@@ -58,10 +58,13 @@ let package = Package(
         // The Security Manager (Vol 3 Part H): SMP PDUs and per-link pairing sessions in both roles.
         .target(name: "SMP", dependencies: ["ByteCoding", "HCI", "Scheduling", "LECrypto"]),
         // The Security Manager's bond store: keys and per-client GATT state per peer identity, one
-        // JSON file per controller identity, written atomically off the caller's thread.
+        // JSON file per controller identity, written atomically off the caller's thread; and the
+        // identifier store (Core Bluetooth's identifiers by identity address, merged across
+        // processes under a file lock).
         .target(name: "Bonding", dependencies: ["HCI", "SMP", "LECrypto", "Scheduling"]),
-        // A child process for BondingTests' kill -9 test: rewrites a bond store until killed. Not
-        // part of any product.
+        // A child process for BondingTests: rewrites a bond store until killed (the kill -9 test),
+        // or hands out identifiers (two writers of one identifier store at once). Not part of any
+        // product.
         .executableTarget(name: "BondStoreStressWriter", dependencies: ["Bonding", "HCI", "SMP"]),
         // HCI packets (Vol 4 Part E): commands, events, ACL; one encoder and one decoder each.
         .target(name: "HCI", dependencies: ["ByteCoding"]),
@@ -146,7 +149,8 @@ let package = Package(
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
         .testTarget(name: "SMPTests", dependencies: ["SMP", "LECrypto", "HCI", "ByteCoding", "Scheduling"]),
-        // Runs BondStoreStressWriter (built beside the tests) as a separate process to kill.
+        // Runs BondStoreStressWriter (built beside the tests) as separate processes: to kill, and
+        // two writing at once.
         .testTarget(name: "BondingTests", dependencies: ["Bonding", "SMP", "HCI", "LECrypto"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [

@@ -12,7 +12,28 @@ import SMP
 // rule), and a CCCD count that varies with g so that the file's length changes. It continues
 // from the highest version in the store it finds.
 
+// BondStoreStressWriter identifiers <file> <tag> <count>
+//
+// Gives <count> devices identifiers in the identifier store <file>, devices
+// <tag>:00:00:00:HI:LO (public; <tag> 0–255 tells the writers apart), writing after every
+// few, for BondingTests' test of two processes writing one store at once. Prints each device's
+// address and identifier, one per line, at the end.
+
 let arguments = CommandLine.arguments
+if arguments.count == 5, arguments[1] == "identifiers", let tag = UInt64(arguments[3]), tag < 256, let count = Int(arguments[4]) {
+    let store = IdentifierStore(fileURL: URL(fileURLWithPath: arguments[2]), log: { line in
+        FileHandle.standardError.write(Data("\(line)\n".utf8))
+    })
+    var lines: [String] = []
+    for n in 0..<UInt64(count) {
+        let address = LEAddress(.publicDevice, BluetoothAddress(value: tag << 40 | n))
+        lines.append("\(address.address) \(store.assignIdentifier(for: address).uuidString)")
+        if n % 4 == 3 { store.flush() }
+    }
+    store.flush()
+    print(lines.joined(separator: "\n"))
+    exit(0)
+}
 guard arguments.count >= 2 else {
     FileHandle.standardError.write(Data("usage: BondStoreStressWriter <directory> [<versions>]\n".utf8))
     exit(2)

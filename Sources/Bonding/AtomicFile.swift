@@ -1,4 +1,5 @@
 import Foundation
+import Scheduling
 
 #if canImport(Glibc)
 import Glibc
@@ -55,6 +56,53 @@ enum AtomicFile {
         guard directoryFD >= 0 else { throw Failure(step: "open \(directory)", code: errno) }
         defer { close(directoryFD) }
         guard fsync(directoryFD) == 0 else { throw Failure(step: "fsync \(directory)", code: errno) }
+    }
+}
+
+extension AtomicFile {
+    /// Removes the temporary files of writers of `url` that were killed before their rename.
+    /// A live process's (another store open on the same file) is left alone.
+    static func removeStaleTemporaryFiles(for url: URL) {
+        let directory = url.deletingLastPathComponent()
+        let prefix = temporaryPrefix(for: url)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            let pid = name.dropFirst(prefix.count).prefix { $0 != "-" }
+            if let pid = pid_t(pid), pid != getpid(), kill(pid, 0) == 0 || errno == EPERM { continue }
+            unlink(directory.appendingPathComponent(name).path)
+        }
+    }
+}
+
+/// A store whose writes wait on a queue of its own.
+protocol FlushedAtExit: AnyObject, Sendable {
+    /// Waits until every change made before the call is written.
+    func flush()
+}
+
+/// The stores with a file, flushed when the process exits normally: a tool that pairs (or
+/// meets a device) and returns from `main` at once would otherwise lose the write still
+/// queued, as nothing waits for a writer queue at exit.
+enum FlushAtExit {
+    private struct OpenStore: @unchecked Sendable {
+        // @unchecked: a weak reference to a Sendable class, only read under `openStores`' lock.
+        weak var store: (any FlushedAtExit)?
+    }
+
+    private static let openStores = Locked<[OpenStore]>([])
+    private static let exitHandler: Void = { atexit { FlushAtExit.flushAll() } }()
+
+    static func register(_ store: any FlushedAtExit) {
+        _ = exitHandler
+        openStores.withLock { stores in
+            stores.removeAll { $0.store == nil }
+            stores.append(OpenStore(store: store))
+        }
+    }
+
+    private static func flushAll() {
+        let stores = openStores.withLock { $0.compactMap(\.store) }
+        for store in stores { store.flush() }
     }
 }
 

@@ -43,7 +43,7 @@ public enum BondStoreError: Error, Sendable, Hashable, CustomStringConvertible {
 ///
 /// Thread-safe. Not for several processes on one file at once: each would overwrite the
 /// other's changes.
-public final class BondStore: @unchecked Sendable {
+public final class BondStore: @unchecked Sendable, FlushedAtExit {
     // @unchecked: the mutable state is only touched under `state`'s lock, and file writes only
     // on the serial `writer` queue; everything else is immutable.
 
@@ -91,7 +91,7 @@ public final class BondStore: @unchecked Sendable {
         try Self.makeDirectory(directory, tighten: isDefault)
         removeStaleTemporaryFiles()
         load()
-        Self.flushAtExit(self)
+        FlushAtExit.register(self)
     }
 
     /// A store that keeps its bonds in memory only, for the life of the process: what a
@@ -269,31 +269,6 @@ public final class BondStore: @unchecked Sendable {
         writer?.sync {}
     }
 
-    /// A store whose process may end while it is open.
-    private struct OpenStore: @unchecked Sendable {
-        // @unchecked: a weak reference to a Sendable class, only read under `openStores`' lock.
-        weak var store: BondStore?
-    }
-
-    /// The stores with a file, flushed when the process exits normally: a tool that pairs (or
-    /// forgets a bond) and returns from `main` at once would otherwise lose the write still
-    /// queued, as nothing waits for the writer queue at exit.
-    private static let openStores = Locked<[OpenStore]>([])
-    private static let exitHandler: Void = { atexit { BondStore.flushOpenStores() } }()
-
-    private static func flushAtExit(_ store: BondStore) {
-        _ = exitHandler
-        openStores.withLock { stores in
-            stores.removeAll { $0.store == nil }
-            stores.append(OpenStore(store: store))
-        }
-    }
-
-    private static func flushOpenStores() {
-        let stores = openStores.withLock { $0.compactMap(\.store) }
-        for store in stores { store.flush() }
-    }
-
     /// Files written so far (tests of coalescing).
     var writeCount: Int { state.withLock { $0.writes } }
 
@@ -416,14 +391,8 @@ public final class BondStore: @unchecked Sendable {
     /// Temporary files of writers that were killed before their rename. A live process's
     /// (another store open on the same file, against the advice above) is left alone.
     private func removeStaleTemporaryFiles() {
-        guard let fileURL, let directory else { return }
-        let prefix = AtomicFile.temporaryPrefix(for: fileURL)
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
-        for name in names where name.hasPrefix(prefix) {
-            let pid = name.dropFirst(prefix.count).prefix { $0 != "-" }
-            if let pid = pid_t(pid), pid != getpid(), kill(pid, 0) == 0 || errno == EPERM { continue }
-            unlink(directory.appendingPathComponent(name).path)
-        }
+        guard let fileURL else { return }
+        AtomicFile.removeStaleTemporaryFiles(for: fileURL)
     }
 
     /// Makes `directory` (mode 0700) and any missing parents. An existing directory is

@@ -511,10 +511,11 @@ extension HostDevice: SecurityManagerDelegate {
             if let identity = outcome.peerIdentityAddress { connection.security.peerIdentity = identity }
             if outcome.bonded {
                 do {
-                    try bonds.save(outcome, peer: connection.peer)
+                    let bond = try bonds.save(outcome, peer: connection.peer)
                     connection.security.isBonded = true
                     connection.serverConnection.hasEncryptionKey = true
                     rememberSubscriptions(of: connection)
+                    if let bond { onBond?(connection.peer, bond.peerIdentity) }
                 } catch {
                     // A weaker key than the bond's: this link uses it, the bond keeps its own.
                     log?("new keys for \(connection.peer) not stored: \(error)")

@@ -88,6 +88,11 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     @exclusivity(unchecked) public var securityConfiguration = SMPConfiguration()
     /// Answers pairing prompts on links whose owners have no agent of their own.
     @exclusivity(unchecked) public var pairingAgent: any PairingAgent = AutoAcceptPairingAgent()
+    /// Told, on the loop, when a peer bonds: the address its link was made to and the identity
+    /// its bond is kept under (the identity address it gave, else that address). Reports and
+    /// links name the peer by that identity from then on, whatever private address it uses:
+    /// what keeps the API's identifier for the peer across its address rotations.
+    public var onBond: ((_ linkPeer: LEAddress, _ identity: LEAddress) -> Void)?
     /// The keys of bonded peers: in memory until ``useBondStore(_:)`` gives the device a
     /// persistent store for its controller.
     @exclusivity(unchecked) public internal(set) var bonds = BondStore(inMemoryFor: LEAddress(.publicDevice, .zero))

@@ -215,17 +215,6 @@ final class CentralFixture: @unchecked Sendable {
         #expect(fixture.wait({ other.log.contains("discover Sensor") }))
         #expect(other.discovered(named: "Sensor")?.identifier == peripheral.identifier)
     }
-
-    @Test func theIdentifierStoreKeepsIdentifiersAcrossRuns() throws {
-        let url = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("ids-\(UUID().uuidString).json")
-        defer { try? FileManager.default.removeItem(at: url) }
-        let address = LEAddress(.randomDevice, BluetoothAddress("C1:02:03:04:05:06")!)
-        let first = IdentifierStore(fileURL: url).identifier(for: address)
-        let again = IdentifierStore(fileURL: url)
-        #expect(again.identifier(for: address) == first)
-        #expect(again.address(for: first) == address)
-        #expect(again.identifier(for: LEAddress(.publicDevice, address.address)) != first)
-    }
 }
 
 @Suite struct CentralConnectionTests {

@@ -1,6 +1,7 @@
 @testable import CoreBluetooth
 import Dispatch
 import Foundation
+import HCI
 import Scheduling
 import TestSupport
 import Testing
@@ -85,10 +86,10 @@ private final class PairingRig: @unchecked Sendable {
     let central: CBCentralManager
 
     init(permissions: CBAttributePermissions = [.readEncryptionRequired, .writeEncryptionRequired],
-         centralCapture: String? = nil) throws {
+         centralCapture: String? = nil, peripheralOptions: [String: Any]? = nil) throws {
         let (radio, server, recorder) = (radio, server, recorder)
         peripheralManager = CBVirtualRadio.withCurrent(radio) {
-            CBPeripheralManager(delegate: server, queue: DispatchQueue(label: "pairing peripheral"))
+            CBPeripheralManager(delegate: server, queue: DispatchQueue(label: "pairing peripheral"), options: peripheralOptions)
         }
         let options: [String: Any]? = centralCapture.map { [CBManagerOptionLinuxSnoopPathKey: $0] }
         central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: recorder, queue: recorder.queue, options: options) }
@@ -327,6 +328,66 @@ private final class OutOfBandAgent: CBPairingAgent, @unchecked Sendable {
         let secret = try rig.secret(of: again)
         #expect(rig.read(secret, on: again) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
         #expect(agent.requests == [.confirmPairing, .confirmPairing])
+    }
+}
+
+@Suite struct PrivacyIdentifierTests {
+    /// The address a central's (only) link was made to on the air, read on the device's loop.
+    private func peerOnAir(of manager: CBManager) -> LEAddress? {
+        guard let device = manager.device else { return nil }
+        let result = Locked<LEAddress?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        device.loop.execute {
+            result.withLock { $0 = device.hostDevice?.connections.values.first?.le.peerOnAir }
+            done.signal()
+        }
+        done.wait()
+        return result.current
+    }
+
+    @Test func aPeripheralWithPrivacyKeepsItsIdentifierAfterBondingAcrossAddressRotations() throws {
+        // The peripheral advertises from resolvable private addresses renewed every minute.
+        let rig = try PairingRig(peripheralOptions: [CBManagerOptionLinuxPrivacyKey: 60])
+        rig.central.linuxPairingAgent = ScriptedPairingAgent(.noInputNoOutput)
+        let peripheral = try rig.connect()
+        let identifier = peripheral.identifier
+        let firstAddress = peripheral.address
+        #expect(firstAddress.isResolvablePrivate)
+        let identityText = try #require(rig.peripheralManager.linuxDeviceAddress)
+        let identity = LEAddress(.randomDevice, try #require(BluetoothAddress(identityText)))
+        #expect(rig.radio.identifiers.identifier(for: identity) == nil)
+
+        // Bonding gives the identity the identifier the app holds.
+        let result = Locked<String?>(nil)
+        rig.central.linuxPair(peripheral) { error in result.withLock { $0 = error.map { "\($0)" } ?? "paired" } }
+        #expect(rig.wait { result.current != nil })
+        #expect(result.current == "paired")
+        #expect(rig.radio.identifiers.identifier(for: identity) == identifier)
+        #expect(rig.central.linuxBonds.map(\.identifier) == [identifier])
+        rig.disconnect(peripheral)
+
+        // Two rotations later the peripheral advertises from another address; discovered again,
+        // it is the same object with the same identifier, now reached by identity.
+        rig.radio.run(for: .seconds(130))
+        rig.recorder.forget()
+        let again = try rig.connect()
+        #expect(again === peripheral)
+        #expect(again.identifier == identifier)
+        #expect(peripheral.address == identity)
+        let onAir = peerOnAir(of: rig.central)
+        #expect(onAir?.isResolvablePrivate == true && onAir != firstAddress)
+        // Over the bond's key: no second pairing.
+        let secret = try rig.secret(of: again)
+        #expect(rig.read(secret, on: again) == "value \(secretUUID.uuidString) \(Data("secret".utf8).hexString)")
+        #expect(rig.central.linuxBonds.count == 1)
+
+        // The app's saved identifier finds it, and reconnects to it by identity.
+        rig.disconnect(peripheral)
+        let retrieved = rig.central.retrievePeripherals(withIdentifiers: [identifier])
+        #expect(retrieved.count == 1 && retrieved.first === peripheral)
+        rig.central.connect(retrieved[0])
+        #expect(rig.wait { peripheral.state == .connected })
+        #expect(rig.radio.identifiers.entries[identity]?.bonded == true)
     }
 }
 

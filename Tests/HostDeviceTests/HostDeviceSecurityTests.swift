@@ -186,13 +186,17 @@ struct HostDevicePrivacyTests {
         #expect(seen.isResolvablePrivate && seen != identity)
         rig.bench.peerA.stopScanning(for: scanner)
 
-        // Pair over a link made to that address: the central learns the identity and the IRK.
+        // Pair over a link made to that address: the central learns the identity and the IRK,
+        // and tells who keeps identifiers that the peer at `seen` is `identity`.
+        var bonded: [[LEAddress]] = []
+        rig.bench.peerA.onBond = { linkPeer, identity in bonded.append([linkPeer, identity]) }
         rig.bench.peerA.connect(to: seen, for: rig.visitor)
         #expect(rig.bench.run { rig.visitor.connected.count == 1 })
         let first = try #require(rig.visitor.connected.last)
         #expect(first.le.peerOnAir == seen)
         #expect(try rig.read(on: first)?.get() == Array("secret".utf8))
         #expect(rig.bench.peerA.bonds.bonds.first?.peerIdentity == identity)
+        #expect(bonded == [[seen, identity]])
         rig.disconnect(first)
 
         // As after a restart, the bond goes into the central's controller (or the host resolves).

@@ -1,4 +1,5 @@
 import AssignedNumbers
+import Bonding
 import Dispatch
 import Foundation
 import HCI
@@ -142,13 +143,17 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     // MARK: - Peripheral objects
 
-    /// The peripheral object for the device at `address`: the one the app holds, or a new one.
+    /// The peripheral object for the device at `address`: the one the app holds, or a new one
+    /// (whose identifier the store then keeps).
     func peripheral(for address: LEAddress, advertisedName: String? = nil,
                     advertisedServices: [BluetoothUUID] = []) -> CBPeripheral {
-        let identifier = identifiers.identifier(for: address)
+        // An object the app still holds whose store entry was evicted keeps its identifier.
+        let held = identifiers.identifier(for: address) == nil ? synchronized { livePeripheral(at: address) } : nil
+        let identifier = identifiers.assignIdentifier(for: address, reusing: held?.identifier)
         return synchronized {
-            if let existing = peripheralObjects[identifier]?.object {
+            if let existing = peripheralObjects[identifier]?.object ?? held {
                 existing.advertisementSeen(name: advertisedName, services: advertisedServices)
+                existing.moveIfDisconnected(to: address)
                 return existing
             }
             let peripheral = CBPeripheral(identifier: identifier, address: address, name: advertisedName, manager: self)
@@ -162,10 +167,18 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         }
     }
 
-    /// The peripheral object the app holds for `address`, if any.
+    /// The peripheral object the app holds for `address`, if any (never gives the device an
+    /// identifier).
     func existingPeripheral(for address: LEAddress) -> CBPeripheral? {
         let identifier = identifiers.identifier(for: address)
-        return synchronized { peripheralObjects[identifier]?.object }
+        return synchronized { identifier.flatMap { peripheralObjects[$0]?.object } ?? livePeripheral(at: address) }
+    }
+
+    /// Under the lock: a held object at `address`, looked for one by one (when the store has
+    /// no entry for the address, evicted while the app held the object).
+    private func livePeripheral(at address: LEAddress) -> CBPeripheral? {
+        let address = address.normalized
+        return peripheralObjects.values.lazy.compactMap(\.object).first { $0.addressStorage.normalized == address }
     }
 
     private func livePeripherals() -> [CBPeripheral] {
@@ -184,7 +197,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     // MARK: - Retrieving peripherals
 
-    /// The peripherals with these identifiers that this device has seen (now or in earlier runs).
+    /// The peripherals with these identifiers that this device has seen (now, or in earlier runs
+    /// at an identity address: a public or static random one, or a bonded peer's identity).
     open func retrievePeripherals(withIdentifiers identifiers: [UUID]) -> [CBPeripheral] {
         identifiers.compactMap { identifier in
             guard let address = self.identifiers.address(for: identifier) else { return nil }
@@ -244,18 +258,20 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
             APIMisuse.report("connect(_:options:) with a peripheral of another central manager")
             return
         }
-        let address = peripheral.address
-        let shouldConnect = synchronized { () -> Bool in
+        // Where the device is reached now: a peer that bonded since is reached by identity.
+        let current = identifiers.address(for: peripheral.identifier)
+        let (shouldConnect, address) = synchronized { () -> (Bool, LEAddress) in
+            if let current { peripheral.moveIfDisconnected(to: current) }
             switch peripheral.linkStateStorage {
             case .disconnected, .disconnecting:
                 peripheral.linkStateStorage = .connecting
-                return true
+                return (true, peripheral.addressStorage)
             case .connecting:
-                return false
+                return (false, peripheral.addressStorage)
             case .connected:
-                return true
+                return (true, peripheral.addressStorage)
             @unknown default:
-                return false
+                return (false, peripheral.addressStorage)
             }
         }
         guard shouldConnect else { return }

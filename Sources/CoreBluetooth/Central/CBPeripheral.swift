@@ -1,5 +1,6 @@
 import ATT
 import AssignedNumbers
+import Bonding
 import Foundation
 import GATT
 import HCI
@@ -29,8 +30,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     @exclusivity(unchecked) private var taps = EventTaps<CBPeripheralDelegate>()
 
-    /// The device's address (not shown to the app, as on iOS).
-    let address: LEAddress
+    /// The device's address (not shown to the app, as on iOS): where it was discovered, or its
+    /// identity once it bonded (``moveIfDisconnected(to:)``).
+    @exclusivity(unchecked) var addressStorage: LEAddress
+    var address: LEAddress { synchronized { addressStorage } }
     /// The central manager the peripheral belongs to.
     @exclusivity(unchecked) weak var manager: CBCentralManager?
     /// The manager's delegate queue, held here so that a callback needs no weak load of the
@@ -46,7 +49,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
 
     init(identifier: UUID, address: LEAddress, name: String?, manager: CBCentralManager) {
         nameStorage = name
-        self.address = address
+        addressStorage = address
         self.manager = manager
         callbacks = manager.callbacks
         super.init(identifier: identifier)
@@ -54,7 +57,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     }
 
     deinit {
-        manager?.peripheralReleased(address: address)
+        manager?.peripheralReleased(address: addressStorage)
     }
 
     /// What the link tells this object (held here: the link holds it weakly, so a released
@@ -131,6 +134,16 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             return false
         }
         return true
+    }
+
+    /// Under the lock: the device is now reached at `address` (a peer that bonded, by its
+    /// identity). A link keeps the address it was made to, so a connected object keeps it
+    /// until the link is gone; an identity never gives way to a private address.
+    func moveIfDisconnected(to address: LEAddress) {
+        let address = address.normalized
+        guard linkStateStorage == .disconnected, addressStorage.normalized != address,
+              !IdentifierStore.isPrivate(address) || IdentifierStore.isPrivate(addressStorage) else { return }
+        addressStorage = address
     }
 
     /// Runs `body` on the device's loop with the peripheral's link, if it is still up.

@@ -1,3 +1,4 @@
+import Bonding
 import Foundation
 import HCI
 import HostDevice
@@ -137,7 +138,7 @@ final class ManagerPairingAgent: PairingAgent, @unchecked Sendable {
 
     var ioCapability: SMPIOCapability { agent.ioCapability.smp }
 
-    func hasOutOfBandData(for peer: LEAddress) -> Bool { agent.hasOutOfBandData(for: identifiers.identifier(for: peer)) }
+    func hasOutOfBandData(for peer: LEAddress) -> Bool { agent.hasOutOfBandData(for: identifiers.assignIdentifier(for: peer)) }
 
     func prompt(_ prompt: PairingPrompt, peer: LEAddress, reply: @escaping @Sendable (PairingReply) -> Void) {
         let kind: CBPairingRequest.Kind
@@ -149,7 +150,7 @@ final class ManagerPairingAgent: PairingAgent, @unchecked Sendable {
         case .confirmNumber(let value): (kind, method) = (.confirmNumber(value), .numericComparison)
         case .outOfBandData: (kind, method) = (.outOfBandData, .outOfBand)
         }
-        let request = CBPairingRequest(peerIdentifier: identifiers.identifier(for: peer), method: CBPairingMethod(method),
+        let request = CBPairingRequest(peerIdentifier: identifiers.assignIdentifier(for: peer), method: CBPairingMethod(method),
                                        kind: kind, reply: reply)
         let agent = agent
         if let callbacks {

@@ -54,8 +54,11 @@ extension CBManager {
         return onHostDevice([]) { hostDevice in
             hostDevice.bonds.bonds.map { bond in
                 let key = bond.centralLTK ?? bond.peripheralLTK
+                // Handed out here: kept, as a bonded device's (never evicted).
+                let identifier = identifiers.assignIdentifier(for: bond.peerIdentity)
+                identifiers.bonded(bond.peerIdentity, seenAt: bond.peerIdentity)
                 return CBLinuxBond(
-                    identifier: identifiers.identifier(for: bond.peerIdentity), address: "\(bond.peerIdentity.address)",
+                    identifier: identifier, address: "\(bond.peerIdentity.address)",
                     isPublicAddress: !bond.peerIdentity.isRandom, isAuthenticated: key?.authenticated ?? false,
                     isSecureConnections: key?.secureConnections ?? false, keySize: key?.keySize ?? 0,
                     hasIdentityResolvingKey: bond.peerIRK != nil, created: bond.createdAt)
@@ -71,7 +74,9 @@ extension CBManager {
         guard let address = identifiers.address(for: identifier) else { return false }
         return onHostDevice(false) { hostDevice in
             let bond = hostDevice.bonds.bonds.first { $0.matches(address) || $0.peerIdentity.address == address.address }
-            return bond.map { hostDevice.removeBond(for: $0.peerIdentity) } ?? false
+            guard let bond, hostDevice.removeBond(for: bond.peerIdentity) else { return false }
+            identifiers.unbonded(bond.peerIdentity)
+            return true
         }
     }
 }

@@ -1,4 +1,5 @@
 import ATT
+import Bonding
 import Foundation
 import GATT
 import HCI
@@ -195,7 +196,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     func peripheral(_ roleService: PeripheralService, centralConnected central: Int, peer: LEAddress, mtu: Int) {
         guard let manager else { return }
-        centrals[central] = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).identifier(for: peer),
+        centrals[central] = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).assignIdentifier(for: peer),
                                       centralID: central, maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu))
     }
 

@@ -1,3 +1,4 @@
+import Bonding
 import Foundation
 import HCI
 import Scheduling

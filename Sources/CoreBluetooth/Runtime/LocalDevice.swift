@@ -246,6 +246,8 @@ final class LocalDevice: @unchecked Sendable {
         }
         let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current, log: StackLog.sink)
         device.pairingAgent = ProcessPairingAgent()
+        // A peer that bonds keeps the identifier handed out for the address it paired from.
+        device.onBond = { [identifiers] linkPeer, identity in identifiers.bonded(identity, seenAt: linkPeer) }
         if let size = minimumKeySize.current { device.securityConfiguration.minimumKeySize = size }
         hostDevice = device
         device.start { [self] result in
@@ -302,7 +304,11 @@ final class LocalDevice: @unchecked Sendable {
             }
             loop.execute { [self] in
                 loop.releaseClock()
-                if let store, let hostDevice, ObjectIdentifier(hostDevice) == deviceID { hostDevice.useBondStore(store) }
+                if let store, let hostDevice, ObjectIdentifier(hostDevice) == deviceID {
+                    hostDevice.useBondStore(store)
+                    // Bonded devices' identifiers are never evicted (none is made here).
+                    for bond in store.bonds { identifiers.bonded(bond.peerIdentity, seenAt: bond.peerIdentity) }
+                }
                 let done = afterBondStore
                 afterBondStore = nil
                 done?()
