@@ -14,7 +14,8 @@ public struct CBToolCommand: ParsableCommand {
             """,
         subcommands: [
             DemoCommand.self, ScanCommand.self, ExploreCommand.self, ReadCommand.self, WriteCommand.self,
-            SubscribeCommand.self, ChannelCommand.self, PairCommand.self, BondsCommand.self, UnpairCommand.self, SimulateCommand.self, RadioCommand.self,
+            SubscribeCommand.self, ChannelCommand.self, PairCommand.self, BondsCommand.self, UnpairCommand.self, SimulateCommand.self,
+            RecordCommand.self, SpecFromCaptureCommand.self, RadioCommand.self,
             HCIInfoCommand.self, HCIDemoCommand.self, ControllerCommand.self, LintCommand.self,
         ]
     )

@@ -42,11 +42,12 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
     /// Called on the delegate queue for every value update (read answers and notifications).
     var onValue: (@Sendable (CBCharacteristic, Data?, Error?) -> Void)?
 
-    init(context: ToolContext, transport: String? = nil, bondDirectory: String? = nil) {
+    init(context: ToolContext, transport: String? = nil, bondDirectory: String? = nil, snoopPath: String? = nil) {
         self.context = context
         super.init()
         var options: [String: Any] = [CBCentralManagerOptionShowPowerAlertKey: false]
         if let transport { options[CBManagerOptionLinuxTransportKey] = transport }
+        if let snoopPath { options[CBManagerOptionLinuxSnoopPathKey] = snoopPath }
         if let bondDirectory { options[CBManagerOptionLinuxBondDirectoryKey] = bondDirectory }
         manager = CBCentralManager(delegate: self, queue: queue, options: context.managerOptions(options))
     }

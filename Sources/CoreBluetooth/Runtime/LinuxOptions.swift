@@ -62,6 +62,18 @@ public let CBManagerOptionLinuxMinimumKeySizeKey = "kCBLinuxOptionMinimumKeySize
 /// fits there, else in the scan response.
 public let CBAdvertisementDataLinuxManufacturerDataKey = "kCBLinuxAdvDataManufacturerData"
 
+/// **Linux extension.** The advertising data bytes as they went on the air (`Data`, the AD
+/// structures of the advertising PDU). A central finds it in `advertisementData` beside Apple's
+/// keys; given to `startAdvertising(_:)` (at most 31 octets) it is advertised as it is, connectable
+/// and scannable, instead of data packed from the other keys (the local name still becomes the
+/// GAP Device Name): how `cbtool simulate` replays a recorded device's advertisement.
+public let CBAdvertisementDataLinuxAdvertisingDataKey = "kCBLinuxAdvDataAdvertisingData"
+
+/// **Linux extension.** The scan response bytes as they went on the air (`Data`), in a central's
+/// `advertisementData` once a scan response came; for `startAdvertising(_:)`, with
+/// ``CBAdvertisementDataLinuxAdvertisingDataKey`` (at most 31 octets).
+public let CBAdvertisementDataLinuxScanResponseDataKey = "kCBLinuxAdvDataScanResponseData"
+
 extension CBPeripheralManager {
     /// **Linux extension.** The advertisement data of an iBeacon, for
     /// `startAdvertising(_:)`: what CoreLocation's `CLBeaconRegion.peripheralData(withMeasuredPower:)`

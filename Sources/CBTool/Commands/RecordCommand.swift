@@ -1,0 +1,274 @@
+import ArgumentParser
+import CoreBluetooth
+import Foundation
+
+/// `cbtool record`: a real device, once, as a spec `cbtool simulate` replays.
+struct RecordCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "record",
+        abstract: "Record a device as a spec for `cbtool simulate`: advertising, GATT tree, values, notifications.",
+        discussion: """
+            Connects, discovers every service, characteristic and descriptor in the device's order, reads \
+            every readable value, keeps the advertising and scan response bytes, then subscribes to every \
+            notifying or indicating characteristic for --seconds and keeps the values with their timing \
+            (replayed from each subscription, looped every --seconds unless --once). The device's Generic \
+            Access and Generic Attribute services are the simulating stack's own and are not recorded; \
+            whatever cannot be replayed is listed on stderr. A read refused for want of encryption pairs \
+            (as iOS does) and keeps the readEncryptionRequired permission.
+            Example: cbtool record HeartRate --seconds 10 -o heart-rate.json
+            """)
+
+    @OptionGroup var target: TargetOptions
+    @Option(name: .long, help: "Seconds to record notifications and indications (0: none).")
+    var seconds: Double = 5
+    @Flag(name: .long, help: "Replay the notification sequences once per subscription instead of looping them.")
+    var once = false
+    @Option(name: [.customShort("o"), .long], help: ArgumentHelp("Where to write the spec.", valueName: "spec.json"))
+    var output: String
+    @OptionGroup var central: CentralOptions
+
+    func validate() throws {
+        guard seconds >= 0 else { throw ValidationError("--seconds must not be negative") }
+    }
+
+    func run() throws {
+        let context = ToolContext.current
+        // The session is captured (to --snoop, else a file of our own): the capture shows which
+        // reads the device refused until the link was encrypted, which the API hides.
+        var central = self.central
+        let ownCapture = central.snoop == nil ? FileManager.default.temporaryDirectory
+            .appendingPathComponent("cbtool-record-\(UUID().uuidString).btsnoop").path : nil
+        defer { if let ownCapture { try? FileManager.default.removeItem(atPath: ownCapture) } }
+        if let ownCapture { central.snoop = ownCapture }
+        let session = try central.makeSession()
+        var sighting = try session.find(target.device, seconds: target.timeout)
+        sighting = scanResponse(for: sighting, session: session)
+        let peripheral = sighting.peripheral
+        try session.connect(peripheral)
+        defer { session.disconnect(peripheral) }
+        try session.discoverAll(peripheral)
+
+        var notes: [String] = []
+        var spec = PeripheralSpec(name: sighting.name ?? "Recorded", services: [])
+        if let advertising = sighting.advertisementData[CBAdvertisementDataLinuxAdvertisingDataKey] as? Data {
+            spec.advertisingData = SpecText.hex(advertising)
+            if let response = sighting.advertisementData[CBAdvertisementDataLinuxScanResponseDataKey] as? Data {
+                spec.scanResponseData = SpecText.hex(response)
+            }
+        }
+        var notifying: [(CBCharacteristic, service: Int, characteristic: Int)] = []
+        /// Where each recorded characteristic went in the spec, in the device's (handle) order.
+        var places: [(uuid: String, place: (service: Int, characteristic: Int)?)] = []
+        for service in peripheral.services ?? [] {
+            if SpecText.stackOwnedServices.contains(service.uuid.uuidString) {
+                notes.append("service \(service.uuid.uuidString) is the simulating stack's own: not recorded")
+                places += (service.characteristics ?? []).map { ($0.uuid.uuidString, nil) }
+                continue
+            }
+            var serviceSpec = PeripheralSpec.Service(uuid: service.uuid.uuidString, primary: service.isPrimary ? nil : false,
+                                                     characteristics: [])
+            for characteristic in service.characteristics ?? [] {
+                let uuid = characteristic.uuid.uuidString
+                var (properties, dropped) = SpecText.properties(characteristic.properties)
+                if !dropped.isEmpty { notes.append("characteristic \(uuid): properties \(dropped.joined(separator: ", ")) cannot be simulated") }
+                if properties.isEmpty { properties = ["read"] }
+                var c = PeripheralSpec.Characteristic(uuid: uuid, properties: properties)
+                if characteristic.properties.contains(.read) {
+                    do {
+                        c.value = SpecText.hex(try session.read(characteristic))
+                    } catch {
+                        notes.append("characteristic \(uuid): not read (\(error)); left without a value")
+                    }
+                }
+                for descriptor in characteristic.descriptors ?? [] {
+                    do {
+                        if let recorded = try SpecText.descriptor(descriptor.uuid, value: session.read(descriptor), of: uuid, notes: &notes) {
+                            c.descriptors = (c.descriptors ?? []) + [recorded]
+                        }
+                    } catch {
+                        notes.append("characteristic \(uuid): descriptor \(descriptor.uuid.uuidString) not read (\(error))")
+                    }
+                }
+                if !characteristic.properties.isDisjoint(with: [.notify, .indicate]) {
+                    notifying.append((characteristic, spec.services.count, serviceSpec.characteristics!.count))
+                }
+                places.append((uuid, (spec.services.count, serviceSpec.characteristics!.count)))
+                serviceSpec.characteristics!.append(c)
+            }
+            spec.services.append(serviceSpec)
+        }
+
+        if seconds > 0, !notifying.isEmpty {
+            let recorder = SequenceRecorder(clock: { context.now() })
+            session.onValue = { characteristic, value, error in
+                guard let value, error == nil else { return }
+                recorder.add(value, for: ObjectIdentifier(characteristic))
+            }
+            progress("recording notifications and indications of \(notifying.map { $0.0.uuid.uuidString }.joined(separator: ", ")) for \(SpecText.seconds(seconds)) s…")
+            for (characteristic, _, _) in notifying {
+                recorder.start(ObjectIdentifier(characteristic))
+                do {
+                    try session.setNotify(true, for: characteristic)
+                } catch {
+                    notes.append("characteristic \(characteristic.uuid.uuidString): not subscribed (\(error))")
+                }
+            }
+            context.wait(seconds: seconds) { !session.isConnected(peripheral) }
+            if !session.isConnected(peripheral) { notes.append("the device disconnected while recording notifications") }
+            // Values go on counting until the device confirms each unsubscription, as a capture
+            // of the session shows them.
+            for (characteristic, _, _) in notifying where session.isConnected(peripheral) {
+                try? session.setNotify(false, for: characteristic)
+            }
+            session.onValue = nil
+            for (characteristic, s, c) in notifying {
+                let values = recorder.values(of: ObjectIdentifier(characteristic))
+                if values.isEmpty {
+                    notes.append("characteristic \(characteristic.uuid.uuidString): nothing notified in \(SpecText.seconds(seconds)) s")
+                    continue
+                }
+                spec.services[s].characteristics![c].notify = PeripheralSpec.Notify(
+                    sequence: values, loop: once ? nil : true, period: once ? nil : max(seconds, values.last!.at))
+            }
+        }
+        if let capture = central.snoop {
+            Self.keepPermissions(from: capture, places: places, in: &spec, notes: &notes)
+        }
+        if spec.services.isEmpty { throw ToolError("\(spec.name) has no service to record besides the stack's own") }
+        try SpecText.write(spec, to: output)
+        notes.forEach { progress("note: \($0)") }
+        let count = spec.services.reduce(0) { $0 + ($1.characteristics?.count ?? 0) }
+        let sequences = spec.services.flatMap { $0.characteristics ?? [] }.compactMap(\.notify?.sequence)
+        emit("recorded \(spec.name): \(spec.services.count) services, \(count) characteristics, "
+             + "\(sequences.reduce(0) { $0 + $1.count }) notified values in \(sequences.count) sequences → \(output)")
+    }
+
+    /// Characteristics whose read the device refused for want of encryption, then answered on
+    /// the encrypted link (the stack paired or encrypted in between), keep that permission.
+    static func keepPermissions(from capture: String, places: [(uuid: String, place: (service: Int, characteristic: Int)?)],
+                                in spec: inout PeripheralSpec, notes: inout [String]) {
+        guard let bytes = FileManager.default.contents(atPath: capture) else { return }
+        let session: CaptureSession
+        do {
+            session = try CaptureReader.read([UInt8](bytes))
+        } catch {
+            return notes.append("the session's capture could not be read (\(error)): permissions not recorded")
+        }
+        let handles = session.characteristics
+        guard handles.map(\.uuid.description) == places.map(\.uuid) else {
+            return notes.append("the session's capture does not show the discovered characteristics: permissions not recorded")
+        }
+        for (c, entry) in zip(handles, places) {
+            guard let (s, i) = entry.place, session.refusedForSecurity.contains(c.valueHandle),
+                  session.readEncrypted.contains(c.valueHandle) else { continue }
+            let properties = spec.services[s].characteristics![i].properties
+            var permissions = ["readEncryptionRequired"]
+            if properties.contains("write") || properties.contains("writeWithoutResponse") { permissions.append("writeable") }
+            spec.services[s].characteristics![i].permissions = permissions
+        }
+    }
+
+    /// The sighting once its scan response came (a scannable device answers within a scan
+    /// interval or two), or as it is after a second.
+    private func scanResponse(for sighting: Sighting, session: CentralSession) -> Sighting {
+        guard sighting.advertisementData[CBAdvertisementDataLinuxScanResponseDataKey] == nil else { return sighting }
+        let id = sighting.peripheral.identifier
+        let latest: @Sendable () -> Sighting? = { session.sightings.first { $0.peripheral.identifier == id } }
+        session.scan(services: nil, duplicates: true)
+        ToolContext.current.wait(seconds: 1) { latest()?.hasScanResponse == true }
+        session.stopScan()
+        return latest() ?? sighting
+    }
+}
+
+extension Sighting {
+    fileprivate var hasScanResponse: Bool { advertisementData[CBAdvertisementDataLinuxScanResponseDataKey] != nil }
+}
+
+/// Values notified per characteristic, timed from each one's subscription. Thread-safe: the
+/// delegate queue adds, the command reads.
+final class SequenceRecorder: @unchecked Sendable {
+    private let lock = NSLock()
+    private let clock: @Sendable () -> Double
+    // Under `lock`.
+    private var started: [ObjectIdentifier: Double] = [:]
+    private var recorded: [ObjectIdentifier: [PeripheralSpec.Timed]] = [:]
+
+    init(clock: @escaping @Sendable () -> Double) { self.clock = clock }
+
+    func start(_ id: ObjectIdentifier) {
+        let now = clock()
+        lock.withLock { started[id] = now }
+    }
+
+    func add(_ value: Data, for id: ObjectIdentifier) {
+        let now = clock()
+        lock.withLock {
+            guard let start = started[id] else { return }
+            recorded[id, default: []].append(.init(at: SpecText.rounded(now - start), value: SpecText.hex(value)))
+        }
+    }
+
+    func values(of id: ObjectIdentifier) -> [PeripheralSpec.Timed] { lock.withLock { recorded[id] ?? [] } }
+}
+
+/// How recorded things are written in a spec, for `record` and `spec-from-capture`.
+enum SpecText {
+    /// Services the simulating stack publishes itself (GAP's and GATT's).
+    static let stackOwnedServices: Set<String> = ["1800", "1801"]
+
+    static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+
+    /// Seconds to the microsecond: what a capture's timestamps resolve.
+    static func rounded(_ seconds: Double) -> Double { (max(0, seconds) * 1e6).rounded() / 1e6 }
+
+    static func seconds(_ value: Double) -> String { String(format: "%g", value) }
+
+    /// The properties a spec can give, and the names of the ones it cannot.
+    static func properties(_ p: CBCharacteristicProperties) -> (kept: [String], dropped: [String]) {
+        let names = GATTDescription.properties(p)
+        let allowed: Set<String> = ["read", "write", "writeWithoutResponse", "notify", "indicate",
+                                    "notifyEncryptionRequired", "indicateEncryptionRequired"]
+        // Extended properties only says a descriptor follows; the stack adds it when needed.
+        return (names.filter(allowed.contains), names.filter { !allowed.contains($0) && $0 != "extendedProperties" })
+    }
+
+    /// A recorded descriptor as the spec takes it: the user description's text and the
+    /// presentation format's bytes; the configuration descriptors the stack makes are skipped
+    /// silently, the others are noted.
+    static func descriptor(_ uuid: CBUUID, value: Any?, of characteristic: String,
+                           notes: inout [String]) -> PeripheralSpec.Descriptor? {
+        switch uuid.uuidString {
+        case "2900", "2902", "2903": return nil
+        case "2901":
+            switch value {
+            case let text as String: return .init(uuid: "2901", text: text)
+            case let data as Data: return .init(uuid: "2901", text: String(decoding: data, as: UTF8.self))
+            default: return nil
+            }
+        case "2904":
+            if let data = value as? Data, data.count == 7 { return .init(uuid: "2904", value: hex(data)) }
+            notes.append("characteristic \(characteristic): presentation format descriptor is not 7 bytes: not recorded")
+            return nil
+        default:
+            notes.append("characteristic \(characteristic): descriptor \(uuid.uuidString) cannot be simulated (only 2901 and 2904 can)")
+            return nil
+        }
+    }
+
+    /// Checks the spec as `simulate` will, then writes it as pretty JSON.
+    static func write(_ spec: PeripheralSpec, to path: String) throws {
+        do {
+            try spec.validate()
+        } catch let error as ToolError {
+            throw ToolError("the recorded spec would not load (\(error.description)): not written")
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .withoutEscapingSlashes]
+        do {
+            try (encoder.encode(spec) + Data("\n".utf8)).write(to: URL(fileURLWithPath: path))
+        } catch {
+            throw ToolError("cannot write \(path): \((error as NSError).localizedDescription)")
+        }
+    }
+}
