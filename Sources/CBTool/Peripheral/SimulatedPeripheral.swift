@@ -99,7 +99,8 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
                 let initial = c.text.map { Data($0.utf8) } ?? c.value.map { try! InputParsing.hex($0) }
                 // Read-only values are cached (the stack answers); the others are ours to answer.
                 let uuid = try! InputParsing.uuid(c.uuid)
-                let cached = properties == [.read] && initial != nil && !effectTargets.contains(uuid)
+                // (A value longer than an attribute may cache, 512 bytes, as some devices serve, too.)
+                let cached = properties == [.read] && (initial?.count ?? 513) <= 512 && !effectTargets.contains(uuid)
                 let characteristic = CBMutableCharacteristic(type: uuid, properties: properties,
                                                              value: cached ? initial : nil, permissions: permissions)
                 characteristic.descriptors = (c.descriptors ?? []).map { d in
