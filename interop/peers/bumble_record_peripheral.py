@@ -4,8 +4,8 @@ Usage: python bumble_record_peripheral.py TRANSPORT NAME ADDRESS [MAX_MTU]
 
 Advertises NAME with the Heart Rate and Battery services, manufacturer data in the scan
 response, and serves:
-  Heart Rate 180D: 2A37 Measurement (notify: 00 3C, 00 3D, ... 00 40, one every 0.4 s from each
-                   subscription), 2A38 Body Sensor Location (read: 01)
+  Heart Rate 180D: 2A37 Measurement (notify: 00 3C, 00 3D, 00 3E, 00 3F, one every 0.5 s from
+                   each subscription), 2A38 Body Sensor Location (read: 01)
   Battery 180F:    2A19 Level (read + notify: 55)
   Device Information 180A: 2A29 Manufacturer "Bumble Labs", 2A24 Model "HR-1", 2A26 Firmware "1.2.3"
   6E400001-B5A3-F393-E0A9-E50E24DCCA9E (custom):
@@ -25,8 +25,8 @@ from bumble.transport import open_transport
 
 BASE = "6E40{:04X}-B5A3-F393-E0A9-E50E24DCCA9E"
 LONG_VALUE = bytes((i * 7) % 256 for i in range(600))
-# The notification timing the round trip checks: five values, 0.4 s apart.
-INTERVAL = 0.4
+# The notification timing the round trip checks: four values, 0.5 s apart.
+INTERVAL = 0.5
 
 
 def say(*words):
@@ -69,7 +69,7 @@ async def main(transport_name, name, address, max_mtu):
         ])
 
         async def notify_measurements(connection):
-            for i in range(5):
+            for i in range(4):
                 value = bytes([0, 60 + i])
                 await device.notify_subscriber(connection, measurement, value)
                 say("NOTIFIED", value.hex())
