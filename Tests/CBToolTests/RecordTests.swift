@@ -114,13 +114,16 @@ import Testing
                 #expect(error.record != nil || error.message.contains("no LE connection") || error.message.contains("several"), "\(error)")
             }
         }
-        // Bytes changed anywhere: a session or an error, never a trap.
-        for _ in 0..<300 {
+        // Bytes changed anywhere: a session (whose spec loads) or an error, never a trap.
+        let rounds = Int(ProcessInfo.processInfo.environment["CB_CAPTURE_FUZZ_ROUNDS"] ?? "") ?? 300
+        for _ in 0..<rounds {
             var damaged = bytes
             for _ in 0..<Int.random(in: 1...4, using: &generator) {
                 damaged[Int.random(in: 0..<damaged.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
             }
-            _ = try? CaptureReader.read(damaged)
+            guard let session = try? CaptureReader.read(damaged) else { continue }
+            let spec = session.spec().spec
+            if !spec.services.isEmpty { #expect(throws: Never.self) { try spec.validate() } }
         }
 
         // Through the command: one line naming the file and the record.

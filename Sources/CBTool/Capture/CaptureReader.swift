@@ -442,9 +442,9 @@ public enum CaptureReader {
 }
 
 extension CaptureSession {
-    /// The spec `cbtool simulate` replays, and what the capture did not show (or the spec
-    /// cannot hold), for stderr.
-    func spec() -> (PeripheralSpec, [String]) {
+    /// The spec `cbtool simulate` replays (it passes `PeripheralSpec.validate()` whenever it
+    /// has a service), and what the capture did not show (or the spec cannot hold), for stderr.
+    public func spec() -> (spec: PeripheralSpec, notes: [String]) {
         var notes = self.notes
         let advertised = (advertisingData ?? []) + (scanResponseData ?? [])
         let deviceName = characteristics.first { $0.uuid == BluetoothUUID(uuid16: 0x2A00) }
@@ -481,6 +481,16 @@ extension CaptureSession {
                 serviceSpec.characteristics!.append(characteristic(c, lastHandle: last, notes: &notes))
             }
             spec.services.append(serviceSpec)
+        }
+        // Write effects on characteristics the spec holds.
+        let held = Set(spec.services.flatMap { $0.characteristics ?? [] }.map(\.uuid))
+        for s in spec.services.indices {
+            for c in spec.services[s].characteristics!.indices {
+                guard let writes = spec.services[s].characteristics![c].writes else { continue }
+                let kept = writes.map { PeripheralSpec.WriteEffect(value: $0.value, effects: $0.effects.filter { held.contains($0.uuid) }) }
+                    .filter { !$0.effects.isEmpty }
+                spec.services[s].characteristics![c].writes = kept.isEmpty ? nil : kept
+            }
         }
         for handle in notifications.keys.sorted() where !known.contains(handle) {
             notes.append(String(format: "values notified on handle 0x%04X, which discovery did not show: left out", handle))
@@ -521,7 +531,11 @@ extension CaptureSession {
         }
         // What came while subscribed (to the device's answer to the unsubscription).
         let stop = unsubscribed[c.valueHandle] ?? Int64.max
-        if let values = notifications[c.valueHandle]?.filter({ $0.time <= stop }), let first = values.first {
+        let sends = !cbProperties.isDisjoint(with: [.notify, .indicate])
+        if !sends, notifications[c.valueHandle] != nil {
+            notes.append("characteristic \(uuid): values notified, but its properties say it neither notifies nor indicates: left out")
+        }
+        if sends, let values = notifications[c.valueHandle]?.filter({ $0.time <= stop }), let first = values.first {
             let start = subscribed[c.valueHandle] ?? first.time
             if subscribed[c.valueHandle] == nil {
                 notes.append("characteristic \(uuid): no subscription in the capture; notifications timed from the first")
