@@ -160,6 +160,24 @@ import Testing
         }
     }
 
+    @Test func encryptionRequirementsAreKept() throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("secure.json").path
+        let original = try PeripheralSpec.load(path: Repository.spec("secure-sensor.json"))
+        let (tree, record) = try Self.simulate(original) { radio in
+            CapturedRun.run(["record", "SecureSensor", "--seconds", "1.5", "-o", path], radio: radio)
+        }
+        #expect(record.status == 0, "\(record.err)")
+        let recorded = try PeripheralSpec.load(path: path)
+        let characteristics = try #require(recorded.services.first?.characteristics)
+        #expect(characteristics.map(\.permissions) == [["readEncryptionRequired"], ["readEncryptionRequired", "writeable"], nil])
+        #expect(characteristics.last?.properties == ["notifyEncryptionRequired"])
+        #expect(characteristics.last?.notify?.sequence?.isEmpty == false)
+        let (replayed, _) = try Self.simulate(recorded) { _ in () }
+        #expect(replayed == tree)
+    }
+
     @Test func writeEffectsSetAndNotify() throws {
         let json = """
             {"name": "Lamp", "services": [{"uuid": "FF00", "characteristics": [

@@ -498,6 +498,22 @@ extension CaptureSession {
         return (spec, notes)
     }
 
+    /// A read or a subscription the device refused for want of encryption, then allowed once
+    /// the link was encrypted (the central paired in between): the permission it enforces, kept
+    /// as `readEncryptionRequired` and the `…EncryptionRequired` properties.
+    func keepSecurity(of c: Characteristic, in spec: inout PeripheralSpec.Characteristic) {
+        if refusedForSecurity.contains(c.valueHandle) && readEncrypted.contains(c.valueHandle) {
+            var permissions = ["readEncryptionRequired"]
+            if spec.properties.contains("write") || spec.properties.contains("writeWithoutResponse") { permissions.append("writeable") }
+            spec.permissions = permissions
+        }
+        let next = characteristics.first { $0.declarationHandle > c.valueHandle }?.declarationHandle ?? UInt16.max
+        let configuration = descriptors.filter { $0.key > c.valueHandle && $0.key < next && $0.value == BluetoothUUID(uuid16: 0x2902) }.keys
+        if configuration.contains(where: refusedForSecurity.contains), subscribed[c.valueHandle] != nil {
+            spec.properties = spec.properties.map { ["notify": "notifyEncryptionRequired", "indicate": "indicateEncryptionRequired"][$0] ?? $0 }
+        }
+    }
+
     private func characteristic(_ c: Characteristic, lastHandle: UInt16, notes: inout [String]) -> PeripheralSpec.Characteristic {
         let uuid = c.uuid.description
         let cbProperties = CBCharacteristicProperties(rawValue: UInt(c.properties))
@@ -510,12 +526,7 @@ extension CaptureSession {
         } else if c.properties & 0x02 != 0 {
             notes.append("characteristic \(uuid): not read in the capture; left without a value")
         }
-        // Read only once encrypted, after a refusal: the permission the device enforces.
-        if refusedForSecurity.contains(c.valueHandle) && readEncrypted.contains(c.valueHandle) {
-            var permissions = ["readEncryptionRequired"]
-            if !cbProperties.isDisjoint(with: [.write, .writeWithoutResponse]) { permissions.append("writeable") }
-            spec.permissions = permissions
-        }
+        keepSecurity(of: c, in: &spec)
         if c.valueHandle < lastHandle {
             for handle in (c.valueHandle + 1)...lastHandle {
                 guard let type = descriptors[handle] else { continue }

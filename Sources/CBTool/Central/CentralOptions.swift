@@ -19,9 +19,10 @@ struct CentralOptions: ParsableArguments {
 
     /// A session on the chosen controller, powered on; the transport is checked first so that a
     /// typo or an absent radio is one clear line.
-    func makeSession() throws -> CentralSession {
+    func makeSession(options: [String: Any] = [:]) throws -> CentralSession {
         try Self.checkTransport(transport)
-        let session = CentralSession(context: ToolContext.current, transport: transport, bondDirectory: bondDir, snoopPath: snoop)
+        let session = CentralSession(context: ToolContext.current, transport: transport, bondDirectory: bondDir, snoopPath: snoop,
+                                     options: options)
         try session.waitPoweredOn()
         return session
     }

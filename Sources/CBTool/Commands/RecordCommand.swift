@@ -13,8 +13,9 @@ struct RecordCommand: ParsableCommand {
             notifying or indicating characteristic for --seconds and keeps the values with their timing \
             (replayed from each subscription, looped every --seconds unless --once). The device's Generic \
             Access and Generic Attribute services are the simulating stack's own and are not recorded; \
-            whatever cannot be replayed is listed on stderr. A read refused for want of encryption pairs \
-            (as iOS does) and keeps the readEncryptionRequired permission.
+            whatever cannot be replayed is listed on stderr. Reads and subscriptions go first without \
+            pairing; what the device refuses for want of encryption is done again after pairing (Just Works) \
+            and keeps readEncryptionRequired (notifyEncryptionRequired).
             Example: cbtool record HeartRate --seconds 10 -o heart-rate.json
             """)
 
@@ -33,14 +34,10 @@ struct RecordCommand: ParsableCommand {
 
     func run() throws {
         let context = ToolContext.current
-        // The session is captured (to --snoop, else a file of our own): the capture shows which
-        // reads the device refused until the link was encrypted, which the API hides.
-        var central = self.central
-        let ownCapture = central.snoop == nil ? FileManager.default.temporaryDirectory
-            .appendingPathComponent("cbtool-record-\(UUID().uuidString).btsnoop").path : nil
-        defer { if let ownCapture { try? FileManager.default.removeItem(atPath: ownCapture) } }
-        if let ownCapture { central.snoop = ownCapture }
-        let session = try central.makeSession()
+        // Every read and subscription first as the link is, so that the ones the device refuses
+        // for want of encryption show (the stack would pair and hide them); then those again,
+        // paired.
+        let session = try central.makeSession(options: [CBManagerOptionLinuxPairOnRefusalKey: false])
         var sighting = try session.find(target.device, seconds: target.timeout)
         sighting = scanResponse(for: sighting, session: session)
         let peripheral = sighting.peripheral
@@ -57,12 +54,10 @@ struct RecordCommand: ParsableCommand {
             }
         }
         var notifying: [(CBCharacteristic, service: Int, characteristic: Int)] = []
-        /// Where each recorded characteristic went in the spec, in the device's (handle) order.
-        var places: [(uuid: String, place: (service: Int, characteristic: Int)?)] = []
+        var encryptedReads: [(CBCharacteristic, service: Int, characteristic: Int)] = []
         for service in peripheral.services ?? [] {
             if SpecText.stackOwnedServices.contains(service.uuid.uuidString) {
                 notes.append("service \(service.uuid.uuidString) is the simulating stack's own: not recorded")
-                places += (service.characteristics ?? []).map { ($0.uuid.uuidString, nil) }
                 continue
             }
             var serviceSpec = PeripheralSpec.Service(uuid: service.uuid.uuidString, primary: service.isPrimary ? nil : false,
@@ -76,6 +71,8 @@ struct RecordCommand: ParsableCommand {
                 if characteristic.properties.contains(.read) {
                     do {
                         c.value = SpecText.hex(try session.read(characteristic))
+                    } catch where Self.refusedForEncryption(error) {
+                        encryptedReads.append((characteristic, spec.services.count, serviceSpec.characteristics!.count))
                     } catch {
                         notes.append("characteristic \(uuid): not read (\(error)); left without a value")
                     }
@@ -92,7 +89,6 @@ struct RecordCommand: ParsableCommand {
                 if !characteristic.properties.isDisjoint(with: [.notify, .indicate]) {
                     notifying.append((characteristic, spec.services.count, serviceSpec.characteristics!.count))
                 }
-                places.append((uuid, (spec.services.count, serviceSpec.characteristics!.count)))
                 serviceSpec.characteristics!.append(c)
             }
             spec.services.append(serviceSpec)
@@ -105,12 +101,29 @@ struct RecordCommand: ParsableCommand {
                 recorder.add(value, for: ObjectIdentifier(characteristic))
             }
             progress("recording notifications and indications of \(notifying.map { $0.0.uuid.uuidString }.joined(separator: ", ")) for \(SpecText.seconds(seconds)) s…")
-            for (characteristic, _, _) in notifying {
+            var encryptedSubscriptions: [(CBCharacteristic, service: Int, characteristic: Int)] = []
+            for entry in notifying {
+                recorder.start(ObjectIdentifier(entry.0))
+                do {
+                    try session.setNotify(true, for: entry.0)
+                } catch where Self.refusedForEncryption(error) {
+                    encryptedSubscriptions.append(entry)
+                } catch {
+                    notes.append("characteristic \(entry.0.uuid.uuidString): not subscribed (\(error))")
+                }
+            }
+            try readEncrypted(encryptedReads, session: session, into: &spec, notes: &notes)
+            encryptedReads = []
+            try pair(for: encryptedSubscriptions.map(\.0), session: session)
+            for (characteristic, s, c) in encryptedSubscriptions {
                 recorder.start(ObjectIdentifier(characteristic))
                 do {
                     try session.setNotify(true, for: characteristic)
+                    spec.services[s].characteristics![c].properties = spec.services[s].characteristics![c].properties.map {
+                        ["notify": "notifyEncryptionRequired", "indicate": "indicateEncryptionRequired"][$0] ?? $0
+                    }
                 } catch {
-                    notes.append("characteristic \(characteristic.uuid.uuidString): not subscribed (\(error))")
+                    notes.append("characteristic \(characteristic.uuid.uuidString): not subscribed, even paired (\(error))")
                 }
             }
             context.wait(seconds: seconds) { !session.isConnected(peripheral) }
@@ -131,9 +144,7 @@ struct RecordCommand: ParsableCommand {
                     sequence: values, loop: once ? nil : true, period: once ? nil : max(seconds, values.last!.at))
             }
         }
-        if let capture = central.snoop {
-            Self.keepPermissions(from: capture, places: places, in: &spec, notes: &notes)
-        }
+        try readEncrypted(encryptedReads, session: session, into: &spec, notes: &notes)
         if spec.services.isEmpty { throw ToolError("\(spec.name) has no service to record besides the stack's own") }
         try SpecText.write(spec, to: output)
         notes.forEach { progress("note: \($0)") }
@@ -143,28 +154,42 @@ struct RecordCommand: ParsableCommand {
              + "\(sequences.reduce(0) { $0 + $1.count }) notified values in \(sequences.count) sequences → \(output)")
     }
 
-    /// Characteristics whose read the device refused for want of encryption, then answered on
-    /// the encrypted link (the stack paired or encrypted in between), keep that permission.
-    static func keepPermissions(from capture: String, places: [(uuid: String, place: (service: Int, characteristic: Int)?)],
-                                in spec: inout PeripheralSpec, notes: inout [String]) {
-        guard let bytes = FileManager.default.contents(atPath: capture) else { return }
-        let session: CaptureSession
+    /// Whether the device refused a request for want of encryption (or of the authentication
+    /// pairing gives).
+    static func refusedForEncryption(_ error: any Error) -> Bool {
+        guard let attError = (error as? ToolError)?.underlying as? CBATTError else { return false }
+        return [.insufficientEncryption, .insufficientAuthentication, .insufficientEncryptionKeySize].contains(attError.code)
+    }
+
+    /// Pairs, once, for characteristics the device protects (a bonded device encrypts).
+    private func pair(for characteristics: [CBCharacteristic], session: CentralSession) throws {
+        guard !characteristics.isEmpty, let peripheral = characteristics.first?.service?.peripheral,
+              !session.isPaired(peripheral) else { return }
+        progress("pairing: \(characteristics.map(\.uuid.uuidString).joined(separator: ", ")) need encryption…")
         do {
-            session = try CaptureReader.read([UInt8](bytes))
+            try session.pair(peripheral)
         } catch {
-            return notes.append("the session's capture could not be read (\(error)): permissions not recorded")
+            throw ToolError("pairing for \(characteristics.map(\.uuid.uuidString).joined(separator: ", ")) failed: \(error)")
         }
-        let handles = session.characteristics
-        guard handles.map(\.uuid.description) == places.map(\.uuid) else {
-            return notes.append("the session's capture does not show the discovered characteristics: permissions not recorded")
-        }
-        for (c, entry) in zip(handles, places) {
-            guard let (s, i) = entry.place, session.refusedForSecurity.contains(c.valueHandle),
-                  session.readEncrypted.contains(c.valueHandle) else { continue }
-            let properties = spec.services[s].characteristics![i].properties
-            var permissions = ["readEncryptionRequired"]
-            if properties.contains("write") || properties.contains("writeWithoutResponse") { permissions.append("writeable") }
-            spec.services[s].characteristics![i].permissions = permissions
+        session.markPaired(peripheral)
+    }
+
+    /// Reads again, pairing now, the characteristics the device refused to read unencrypted;
+    /// they keep the readEncryptionRequired permission.
+    private func readEncrypted(_ refused: [(CBCharacteristic, service: Int, characteristic: Int)], session: CentralSession,
+                               into spec: inout PeripheralSpec, notes: inout [String]) throws {
+        guard !refused.isEmpty else { return }
+        try pair(for: refused.map(\.0), session: session)
+        for (characteristic, s, c) in refused {
+            var recorded = spec.services[s].characteristics![c]
+            do {
+                recorded.value = SpecText.hex(try session.read(characteristic))
+            } catch {
+                notes.append("characteristic \(characteristic.uuid.uuidString): not read, even paired (\(error)); left without a value")
+            }
+            let writes = recorded.properties.contains("write") || recorded.properties.contains("writeWithoutResponse")
+            recorded.permissions = ["readEncryptionRequired"] + (writes ? ["writeable"] : [])
+            spec.services[s].characteristics![c] = recorded
         }
     }
 

@@ -42,6 +42,14 @@ public let CBManagerOptionLinuxPrivacyKey = "kCBLinuxOptionPrivacy"
 /// cannot do 16. Managers sharing a controller share it: the first one that names it sets it.
 public let CBManagerOptionLinuxMinimumKeySizeKey = "kCBLinuxOptionMinimumKeySize"
 
+/// **Linux extension.** Whether a read, write or subscription the peer refuses for want of
+/// encryption or authentication makes the stack pair (or encrypt) and try again, as iOS does
+/// (`Bool`, default true). False: the refusal is the answer (`CBATTError.insufficientEncryption`
+/// or `.insufficientAuthentication`), and `linuxPair(_:completion:)` pairs when the app chooses:
+/// how a tool finds out what a device protects. Managers sharing a controller share it: the
+/// first one that names it sets it.
+public let CBManagerOptionLinuxPairOnRefusalKey = "kCBLinuxOptionPairOnRefusal"
+
 // MARK: Advertising manufacturer data (beacons)
 
 /// **Linux extension.** Manufacturer-specific data for `CBPeripheralManager.startAdvertising(_:)`
