@@ -221,3 +221,80 @@ struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+/// A capture written byte by byte (H4 frames in btsnoop records): what `spec-from-capture`
+/// makes of a session it did not take itself.
+@Suite struct HandMadeCaptureTests {
+    static func record(_ frame: [UInt8], received: Bool, at microseconds: Int64) -> [UInt8] {
+        func be32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) } }
+        let flags: UInt32 = (received ? 1 : 0) | (frame[0] == 0x01 || frame[0] == 0x04 ? 2 : 0)
+        let timestamp = UInt64(microseconds + 0x00DC_DDB3_0F2F_8000)
+        let time = (0..<8).map { UInt8(truncatingIfNeeded: timestamp >> (56 - 8 * UInt64($0))) }
+        return be32(UInt32(frame.count)) + be32(UInt32(frame.count)) + be32(flags) + be32(0) + time + frame
+    }
+
+    /// An ATT PDU on connection handle 0x0040, one ACL packet.
+    static func att(_ pdu: [UInt8]) -> [UInt8] {
+        let l2cap = [UInt8(pdu.count), 0, 0x04, 0x00] + pdu
+        return [0x02, 0x40, 0x20, UInt8(l2cap.count), 0] + l2cap
+    }
+
+    /// A lamp: service FF00 with FF01 (write) and FF02 (read, 2 bytes long in the MTU-limited
+    /// read), read "off", written 01, read "on"; advertised as "Lamp".
+    static func session() -> [UInt8] {
+        let peer: [UInt8] = [0x11, 0x22, 0x33, 0x44, 0x55, 0xC6]
+        let advertising: [UInt8] = [0x02, 0x01, 0x06, 0x05, 0x09] + Array("Lamp".utf8)
+        let frames: [([UInt8], Bool)] = [
+            ([0x04, 0x3E, UInt8(12 + advertising.count), 0x02, 0x01, 0x00, 0x01] + peer + [UInt8(advertising.count)] + advertising + [0xC0], true),
+            ([0x04, 0x3E, 0x13, 0x01, 0x00, 0x40, 0x00, 0x00, 0x01] + peer + [0x18, 0x00, 0x00, 0x00, 0xF4, 0x01, 0x00], true),
+            (att([0x10, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28]), false),
+            (att([0x11, 0x06, 0x01, 0x00, 0x05, 0x00, 0x00, 0xFF]), true),
+            (att([0x08, 0x01, 0x00, 0x05, 0x00, 0x03, 0x28]), false),
+            (att([0x09, 0x07, 0x02, 0x00, 0x08, 0x03, 0x00, 0x01, 0xFF, 0x04, 0x00, 0x02, 0x05, 0x00, 0x02, 0xFF]), true),
+            (att([0x0A, 0x05, 0x00]), false),
+            // "of", then the rest by Read Blob: a long read put together.
+            (att([0x0B, 0x6F, 0x66]), true),
+            (att([0x0C, 0x05, 0x00, 0x02, 0x00]), false),
+            (att([0x0D, 0x66]), true),
+            (att([0x12, 0x03, 0x00, 0x01]), false),
+            (att([0x13]), true),
+            (att([0x0A, 0x05, 0x00]), false),
+            (att([0x0B, 0x6F, 0x6E]), true),
+        ]
+        var bytes = Array("btsnoop".utf8) + [0, 0, 0, 0, 1, 0, 0, 0x03, 0xEA]
+        for (index, (frame, received)) in frames.enumerated() {
+            bytes += record(frame, received: received, at: 1_700_000_000_000_000 + Int64(index) * 10_000)
+        }
+        return bytes
+    }
+
+    @Test func discoveryLongReadsAndWriteEffects() throws {
+        let session = try CaptureReader.read(Self.session())
+        #expect(session.address?.description == "C6:55:44:33:22:11")
+        let (spec, notes) = session.spec()
+        #expect(spec.name == "Lamp")
+        #expect(spec.advertisingData == "0201060509" + "4c616d70")
+        let characteristics = try #require(spec.services.first?.characteristics)
+        #expect(spec.services.map(\.uuid) == ["FF00"])
+        #expect(characteristics.map(\.uuid) == ["FF01", "FF02"])
+        #expect(characteristics.map(\.properties) == [["write"], ["read"]])
+        #expect(characteristics[1].value == "6f6666")
+        let write = try #require(characteristics[0].writes?.first)
+        #expect(write.value == "01" && write.effects.map(\.uuid) == ["FF02"] && write.effects.map(\.value) == ["6f6e"])
+        #expect(notes.isEmpty, "\(notes)")
+        try spec.validate()
+
+        // Cut in the middle of its last record, or a packet whose length is wrong: named.
+        let bytes = Self.session()
+        var damaged = bytes
+        damaged[damaged.count - 9] = 0x09  // the ACL data length of the last packet
+        for (capture, message) in [(Array(bytes.dropLast(1)), "cut short"), (damaged, "malformed HCI packet")] {
+            do {
+                _ = try CaptureReader.read(capture)
+                Issue.record("no error for \(message)")
+            } catch {
+                #expect(error.record == 14 && error.message.contains(message), "\(error)")
+            }
+        }
+    }
+}

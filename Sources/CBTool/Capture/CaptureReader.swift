@@ -432,6 +432,9 @@ public enum CaptureReader {
                 address = only
             }
             var session = sessions[address]!
+            for (key, started) in fragments where peers[key.handle] == address {
+                session.notes.append("record \(started.record): an L2CAP PDU the capture ends inside of: skipped")
+            }
             if let seen = advertising[address] {
                 session.advertisingData = seen.data
                 session.scanResponseData = seen.response
