@@ -139,8 +139,6 @@ public enum CaptureReader {
         var pending: [UInt16: ATTPDU] = [:]
         /// A long read being put together: handle and the bytes so far.
         var longRead: [UInt16: (handle: UInt16, bytes: [UInt8])] = [:]
-        /// The handle the device's connection uses once chosen.
-        var deviceHandle: UInt16?
         var sessions: [BluetoothAddress: CaptureSession] = [:]
 
         struct Key: Hashable {
@@ -177,11 +175,11 @@ public enum CaptureReader {
                       let event = try decode(packet, number), case .le(let le) = event else { return }
                 switch le {
                 case .connectionComplete(let c) where c.status == .success:
-                    connected(c.connectionHandle, peer: c.peerAddress, central: c.role == .central, time: time)
+                    connected(c.connectionHandle, peer: c.peerAddress, central: c.role == .central)
                 case .enhancedConnectionComplete(let c) where c.status == .success:
-                    connected(c.connectionHandle, peer: c.peerAddress, central: c.role == .central, time: time)
+                    connected(c.connectionHandle, peer: c.peerAddress, central: c.role == .central)
                 case .enhancedConnectionCompleteV2(let c) where c.status == .success:
-                    connected(c.connectionHandle, peer: c.peerAddress, central: c.role == .central, time: time)
+                    connected(c.connectionHandle, peer: c.peerAddress, central: c.role == .central)
                 case .advertisingReport(let report):
                     for r in report.reports {
                         var entry = advertising[r.address] ?? (nil, nil)
@@ -208,7 +206,7 @@ public enum CaptureReader {
             }
         }
 
-        mutating func connected(_ handle: UInt16, peer: BluetoothAddress, central: Bool, time: Int64) {
+        mutating func connected(_ handle: UInt16, peer: BluetoothAddress, central: Bool) {
             peers[handle] = peer
             localIsCentral[handle] = central
             encrypted.remove(handle)
@@ -217,7 +215,6 @@ public enum CaptureReader {
             var session = sessions[peer] ?? CaptureSession()
             session.address = peer
             sessions[peer] = session
-            _ = time
         }
 
         mutating func extendEnd(of peer: BluetoothAddress, to time: Int64) {

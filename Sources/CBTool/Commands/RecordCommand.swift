@@ -46,7 +46,7 @@ struct RecordCommand: ParsableCommand {
         try session.discoverAll(peripheral)
 
         var notes: [String] = []
-        var spec = PeripheralSpec(name: sighting.name ?? "Recorded", services: [])
+        var spec = PeripheralSpec(name: sighting.name.flatMap { $0.isEmpty ? nil : $0 } ?? "Recorded", services: [])
         if let advertising = sighting.advertisementData[CBAdvertisementDataLinuxAdvertisingDataKey] as? Data {
             spec.advertisingData = SpecText.hex(advertising)
             if let response = sighting.advertisementData[CBAdvertisementDataLinuxScanResponseDataKey] as? Data {
