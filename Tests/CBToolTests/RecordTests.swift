@@ -268,6 +268,27 @@ struct SplitMix: RandomNumberGenerator {
         return bytes
     }
 
+    /// The same session with datalink 1001 (HCI packets without the H4 indicator; the record
+    /// flags say commands and events from data).
+    static func unencapsulated(_ h4: [UInt8]) -> [UInt8] {
+        var bytes = Array(h4.prefix(12)) + [0, 0, 0x03, 0xE9]
+        var offset = 16
+        while offset + 24 <= h4.count {
+            let length = Int(h4[offset + 4]) << 24 | Int(h4[offset + 5]) << 16 | Int(h4[offset + 6]) << 8 | Int(h4[offset + 7])
+            let frame = Array(h4[(offset + 25)..<(offset + 24 + length)])
+            func be32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) } }
+            bytes += be32(frame.count) + be32(frame.count) + Array(h4[(offset + 8)..<(offset + 24)]) + frame
+            offset += 24 + length
+        }
+        return bytes
+    }
+
+    @Test func unencapsulatedCapturesReadTheSame() throws {
+        let h4 = try CaptureReader.read(Self.session()).spec().spec
+        let plain = try CaptureReader.read(Self.unencapsulated(Self.session())).spec().spec
+        #expect(plain == h4 && plain.name == "Lamp" && !plain.services.isEmpty)
+    }
+
     @Test func discoveryLongReadsAndWriteEffects() throws {
         let session = try CaptureReader.read(Self.session())
         #expect(session.address?.description == "C6:55:44:33:22:11")
@@ -283,6 +304,15 @@ struct SplitMix: RandomNumberGenerator {
         #expect(write.value == "01" && write.effects.map(\.uuid) == ["FF02"] && write.effects.map(\.value) == ["6f6e"])
         #expect(notes.isEmpty, "\(notes)")
         try spec.validate()
+
+        // The device by address; another address is an error saying which devices there are.
+        #expect(try CaptureReader.read(Self.session(), device: "C6:55:44:33:22:11").services.count == 1)
+        do {
+            _ = try CaptureReader.read(Self.session(), device: "C6:00:00:00:00:01")
+            Issue.record("no error for an absent device")
+        } catch {
+            #expect(error.description == "no connection to C6:00:00:00:00:01 in the capture (connections to C6:55:44:33:22:11)")
+        }
 
         // Cut in the middle of its last record, or a packet whose length is wrong: named.
         let bytes = Self.session()
