@@ -195,7 +195,8 @@ import Testing
     }
 }
 
-/// Lines with the radio time they were printed at.
+/// Lines with the radio time they were printed at (`@unchecked Sendable`: `stored` is behind
+/// `lock`).
 final class TimedLines: @unchecked Sendable {
     private let lock = NSLock()
     private let radio: CBVirtualRadio

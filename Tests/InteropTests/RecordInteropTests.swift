@@ -11,7 +11,8 @@ import Testing
 /// replay runs on a virtual clock with timed air.
 @Suite("Interop: record a Bumble peripheral, replay it", .serialized)
 struct RecordInteropTests {
-    /// cbtool's output lines, with the time each came on the context's clock.
+    /// cbtool's output lines, with the time each came on the context's clock (`@unchecked
+    /// Sendable`: the lines are behind `lock`; `status` is set before any other thread reads it).
     final class ToolRun: @unchecked Sendable {
         private let lock = NSLock()
         private var outLines: [(time: Double, line: String)] = []
@@ -69,6 +70,7 @@ struct RecordInteropTests {
         return (tree(explore.out), subscribe.timed, (explore.err + subscribe.err).filter { $0.hasPrefix("cbtool:") })
     }
 
+    /// The simulated peripheral's log (`@unchecked Sendable`: `stored` is behind `lock`).
     final class Log: @unchecked Sendable {
         private let lock = NSLock()
         private var stored: [String] = []

@@ -210,8 +210,8 @@ extension Sighting {
     fileprivate var hasScanResponse: Bool { advertisementData[CBAdvertisementDataLinuxScanResponseDataKey] != nil }
 }
 
-/// Values notified per characteristic, timed from each one's subscription. Thread-safe: the
-/// delegate queue adds, the command reads.
+/// Values notified per characteristic, timed from each one's subscription. `@unchecked
+/// Sendable`: every mutable field is behind `lock` (the delegate queue adds, the command reads).
 final class SequenceRecorder: @unchecked Sendable {
     private let lock = NSLock()
     private let clock: @Sendable () -> Double
