@@ -136,6 +136,8 @@ let package = Package(
         // raw-HCI ones), as a library so that tests run them in-process.
         .target(name: "CBTool", dependencies: [
             "CoreBluetooth", "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling", "DelegateLint",
+            // spec-from-capture decodes captures with the stack's own decoders.
+            "ATT", "L2CAP", "GAP", "AssignedNumbers",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The command-line tool: a thin entry to CBTool.
@@ -168,7 +170,7 @@ let package = Package(
         // Against independent stacks (Bumble, RootCanal) from the pinned venv scripts/setup-interop.sh makes.
         .testTarget(name: "InteropTests", dependencies: [
             "HostStack", "HCI", "HCIDriver", "HCITransport", "Scheduling", "VirtualController", "TestSupport",
-            "CoreBluetooth",
+            "CoreBluetooth", "CBTool",
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "ATTTests", dependencies: [

@@ -14,7 +14,8 @@ public struct CBToolCommand: ParsableCommand {
             """,
         subcommands: [
             DemoCommand.self, ScanCommand.self, ExploreCommand.self, ReadCommand.self, WriteCommand.self,
-            SubscribeCommand.self, ChannelCommand.self, PairCommand.self, BondsCommand.self, UnpairCommand.self, SimulateCommand.self, RadioCommand.self,
+            SubscribeCommand.self, ChannelCommand.self, PairCommand.self, BondsCommand.self, UnpairCommand.self, SimulateCommand.self,
+            RecordCommand.self, SpecFromCaptureCommand.self, RadioCommand.self,
             HCIInfoCommand.self, HCIDemoCommand.self, ControllerCommand.self, LintCommand.self,
         ]
     )
@@ -52,7 +53,12 @@ public enum CBToolRunner {
 /// A one-line error for the user, never a stack trace.
 public struct ToolError: Error, CustomStringConvertible {
     public var description: String
-    public init(_ description: String) { self.description = description }
+    /// The stack's error behind it, when there is one (for callers that tell errors apart).
+    public var underlying: (any Error)?
+    public init(_ description: String, underlying: (any Error)? = nil) {
+        self.description = description
+        self.underlying = underlying
+    }
 }
 
 /// Prints a line of results on the context's output at once (tests and scripts read it live).

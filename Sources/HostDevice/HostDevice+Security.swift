@@ -147,6 +147,7 @@ extension HostDevice {
     /// retried once (Vol 3 Part C §10.3.2), so the app sees only the final answer.
     func raiseSecurity(on connection: DeviceConnection, for refusal: ATTPDU.ErrorResponse,
                        done: @escaping (ATTBearerError?) -> Void) {
+        guard raisesSecurityOnRefusal else { return done(.errorResponse(refusal)) }
         let refused: SecurityRefusal
         switch refusal.errorCode {
         case .insufficientEncryption: refused = .insufficientEncryption

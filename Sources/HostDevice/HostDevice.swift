@@ -86,6 +86,9 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     // Security (HostDevice+Security)
     /// The pairing policy each link's Security Manager starts from.
     @exclusivity(unchecked) public var securityConfiguration = SMPConfiguration()
+    /// Whether a request the peer refuses for want of security pairs (or encrypts) and is
+    /// retried, as iOS does (the default); off, the refusal is the answer.
+    @exclusivity(unchecked) public var raisesSecurityOnRefusal = true
     /// Answers pairing prompts on links whose owners have no agent of their own.
     @exclusivity(unchecked) public var pairingAgent: any PairingAgent = AutoAcceptPairingAgent()
     /// Told, on the loop, when a peer bonds: the address its link was made to and the identity

@@ -37,9 +37,10 @@ public enum CentralDisconnection: Sendable, Hashable {
 /// later): plain values — addresses, advertising data, errors. Called on the device's loop.
 public protocol CentralServiceEvents: AnyObject {
     /// A device the scan matched: what it advertises now (its advertisement and scan response
-    /// merged), reported once per change unless the scan allows duplicates.
+    /// merged), reported once per change unless the scan allows duplicates. `raw` is the
+    /// advertisement's and the scan response's bytes as received.
     func central(_ service: CentralService, didDiscover peer: LEAddress, advertisement: AdvertisingData,
-                 isConnectable: Bool, rssi: Int8?)
+                 raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?)
     /// The controller refused to scan: the scan is off.
     func centralScanFailed(_ service: CentralService)
     /// A connection asked for is ready (ATT MTU exchanged), or was asked for again while up.
@@ -157,8 +158,8 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
         let data = AdvertisingData(bytes: bytes)
         guard Self.matches(data, scan) else { return }
         entry.reported = bytes
-        events?.central(self, didDiscover: report.address, advertisement: data, isConnectable: entry.isConnectable,
-                        rssi: report.rssi)
+        events?.central(self, didDiscover: report.address, advertisement: data,
+                        raw: (entry.advertisement ?? [], entry.scanResponse), isConnectable: entry.isConnectable, rssi: report.rssi)
     }
 
     static func matches(_ data: AdvertisingData, _ scan: ScanRequest) -> Bool {

@@ -291,8 +291,11 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
     // MARK: - Advertising
 
     /// `manufacturerData` (company identifier little-endian, then data) alone makes a beacon:
-    /// non-connectable, non-scannable, all in the advertisement. `didStartAdvertising` follows.
-    public func startAdvertising(name: String?, serviceUUIDs: [BluetoothUUID], manufacturerData: [UInt8]? = nil) {
+    /// non-connectable, non-scannable, all in the advertisement. `raw` (at most 31 octets each)
+    /// is advertised as it is, connectable and scannable, instead of what the packer makes; the
+    /// name still becomes the Device Name. `didStartAdvertising` follows.
+    public func startAdvertising(name: String?, serviceUUIDs: [BluetoothUUID], manufacturerData: [UInt8]? = nil,
+                                 raw: (advertisement: [UInt8], scanResponse: [UInt8])? = nil) {
         guard let device, let gatt else { return }
         guard advertising == .off else {
             events?.peripheral(self, didStartAdvertising: .alreadyAdvertising, isOn: false)
@@ -315,8 +318,10 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
             log?("advertising: service UUIDs \(packed.overflowServiceUUIDs) do not fit and are not advertised (overflow area)")
         }
         // From the device's static random address (set when it starts), as phones advertise.
-        let parameters = AdvertisingParameters(connectable: !beacon, scannable: !beacon, intervalMin: 0x00A0, intervalMax: 0x00A0,
-                                               data: packed.advertisingData.encoded, scanResponse: packed.scanResponse.encoded,
+        let parameters = AdvertisingParameters(connectable: raw != nil || !beacon, scannable: raw != nil || !beacon,
+                                               intervalMin: 0x00A0, intervalMax: 0x00A0,
+                                               data: raw?.advertisement ?? packed.advertisingData.encoded,
+                                               scanResponse: raw?.scanResponse ?? packed.scanResponse.encoded,
                                                ownRandomAddress: device.host.randomAddress != nil)
         if let name, !name.isEmpty { gatt.deviceName = String(name.prefix(248)) }
         advertising = .starting

@@ -13,11 +13,16 @@ struct CentralOptions: ParsableArguments {
                                             valueName: "path"))
     var bondDir: String?
 
+    @Option(name: .long, help: ArgumentHelp("Write a btsnoop capture of this command's HCI traffic there (as CB_SNOOP does).",
+                                            valueName: "path"))
+    var snoop: String?
+
     /// A session on the chosen controller, powered on; the transport is checked first so that a
     /// typo or an absent radio is one clear line.
-    func makeSession() throws -> CentralSession {
+    func makeSession(options: [String: Any] = [:]) throws -> CentralSession {
         try Self.checkTransport(transport)
-        let session = CentralSession(context: ToolContext.current, transport: transport, bondDirectory: bondDir)
+        let session = CentralSession(context: ToolContext.current, transport: transport, bondDirectory: bondDir, snoopPath: snoop,
+                                     options: options)
         try session.waitPoweredOn()
         return session
     }

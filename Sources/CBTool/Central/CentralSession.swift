@@ -37,16 +37,20 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
     private var completions: [String: Error?] = [:]
     private var updateCounts: [ObjectIdentifier: Int] = [:]
     private var openedChannels: [UUID: CBL2CAPChannel] = [:]
+    private var paired: Set<UUID> = []
     /// Called on the delegate queue for every advertisement the scan reports.
     var onSighting: (@Sendable (Sighting) -> Void)?
     /// Called on the delegate queue for every value update (read answers and notifications).
     var onValue: (@Sendable (CBCharacteristic, Data?, Error?) -> Void)?
 
-    init(context: ToolContext, transport: String? = nil, bondDirectory: String? = nil) {
+    init(context: ToolContext, transport: String? = nil, bondDirectory: String? = nil, snoopPath: String? = nil,
+         options extra: [String: Any] = [:]) {
         self.context = context
         super.init()
-        var options: [String: Any] = [CBCentralManagerOptionShowPowerAlertKey: false]
+        var options: [String: Any] = extra
+        options[CBCentralManagerOptionShowPowerAlertKey] = false
         if let transport { options[CBManagerOptionLinuxTransportKey] = transport }
+        if let snoopPath { options[CBManagerOptionLinuxSnoopPathKey] = snoopPath }
         if let bondDirectory { options[CBManagerOptionLinuxBondDirectoryKey] = bondDirectory }
         manager = CBCentralManager(delegate: self, queue: queue, options: context.managerOptions(options))
     }
@@ -149,7 +153,7 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
             completions["read:\(key(characteristic))"] != nil || updateCounts[id, default: 0] > before
         }
         if case .some(.some(let error)) = lock.withLock({ completions["read:\(key(characteristic))"] }) {
-            throw ToolError("reading \(characteristic.uuid.uuidString) failed: \(Self.describe(error))")
+            throw ToolError("reading \(characteristic.uuid.uuidString) failed: \(Self.describe(error))", underlying: error)
         }
         return characteristic.value ?? Data()
     }
@@ -200,6 +204,15 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
         lock.withLock { updateCounts[ObjectIdentifier(characteristic), default: 0] }
     }
 
+    /// Whether this session paired with `peripheral` (``markPaired(_:)``).
+    func isPaired(_ peripheral: CBPeripheral) -> Bool {
+        lock.withLock { paired.contains(peripheral.identifier) }
+    }
+
+    func markPaired(_ peripheral: CBPeripheral) {
+        lock.withLock { _ = paired.insert(peripheral.identifier) }
+    }
+
     func isConnected(_ peripheral: CBPeripheral) -> Bool {
         lock.withLock { connected.contains(peripheral.identifier) }
     }
@@ -214,7 +227,7 @@ final class CentralSession: NSObject, CBCentralManagerDelegate, CBPeripheralDele
         start()
         try wait(what, nil) { [self] in completions[completionKey] != nil }
         if case .some(.some(let error)) = lock.withLock({ completions[completionKey] }) {
-            throw ToolError("\(what) failed: \(Self.describe(error))")
+            throw ToolError("\(what) failed: \(Self.describe(error))", underlying: error)
         }
     }
 

@@ -12,7 +12,9 @@ struct SimulateCommand: ParsableCommand {
             properties, permissions, initial values, descriptors), periodic notifications, how it pairs and a \
             position on the virtual radio; see specs/*.json. Permissions readEncryptionRequired and \
             writeEncryptionRequired (properties notifyEncryptionRequired, indicateEncryptionRequired) make \
-            a central pair first; "pairing": {"io": "display"} shows a passkey in the log. Runs until interrupted or --seconds. To be seen by other \
+            a central pair first; "pairing": {"io": "display"} shows a passkey in the log. Specs from `cbtool record` \
+            and `cbtool spec-from-capture` add the recorded advertising bytes, notification sequences replayed \
+            with their timing from each subscription, and write effects. Runs until interrupted or --seconds. To be seen by other \
             processes, share a radio: cbtool radio --listen /tmp/r.sock, then CB_TRANSPORT=virtual:/tmp/r.sock.
             Example: cbtool simulate specs/heart-rate.json specs/echo-server.json
             """)

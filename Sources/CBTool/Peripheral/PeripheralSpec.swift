@@ -17,6 +17,13 @@ import Foundation
 /// `readEncryptionRequired` / `writeEncryptionRequired`, properties `notifyEncryptionRequired` /
 /// `indicateEncryptionRequired`. A central reading it pairs first (iOS does so on its own);
 /// `"pairing"` says what the simulated device can show and type when it does.
+///
+/// A recorded device (`cbtool record`, `cbtool spec-from-capture`) adds what replay needs:
+/// `advertisingData` / `scanResponseData` (the bytes as recorded, advertised as they are),
+/// services, characteristics and descriptors in the recorded order, notification `sequence`s
+/// with their timing (`{"at": seconds after subscribing, "value": hex}`, once or `loop`ed every
+/// `period` seconds) and `writes` (what a write produced in the recording: values set, and
+/// notified, on characteristics).
 public struct PeripheralSpec: Codable, Sendable, Equatable {
     /// The advertised local name (also the GAP Device Name).
     public var name: String
@@ -24,6 +31,11 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
     public var advertisedServices: [String]?
     /// Manufacturer-specific data (company identifier little-endian first), hex.
     public var manufacturerData: String?
+    /// The advertising data as recorded (hex, at most 31 bytes): advertised as it is, instead of
+    /// data made from the name, services and manufacturer data.
+    public var advertisingData: String?
+    /// The scan response as recorded (hex, at most 31 bytes), with `advertisingData`.
+    public var scanResponseData: String?
     /// Where the device stands on the virtual radio, metres: [x, y] or [x, y, z].
     public var position: [Double]?
     /// How the device pairs (default: Just Works, accepted).
@@ -74,6 +86,22 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
         /// Writes to this characteristic are also set on, and notified from, the characteristic
         /// with this UUID (an echo, like the book's EchoServer and RemoteLed).
         public var echoTo: String?
+        /// What writes produced in a recording, tried in order (the first that matches applies).
+        public var writes: [WriteEffect]?
+    }
+
+    /// A write's effect: when the written bytes are `value` (any write without it), each of
+    /// `effects` sets a characteristic's value and notifies it to subscribers.
+    public struct WriteEffect: Codable, Sendable, Equatable {
+        public var value: String?
+        public var effects: [Effect]
+    }
+
+    public struct Effect: Codable, Sendable, Equatable {
+        /// The characteristic (a UUID of this spec).
+        public var uuid: String
+        /// Its new value, hex.
+        public var value: String
     }
 
     public struct Descriptor: Codable, Sendable, Equatable {
@@ -85,11 +113,24 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
 
     public struct Notify: Codable, Sendable, Equatable {
         /// Seconds between updates.
-        public var interval: Double
+        public var interval: Double?
         /// Values to send in turn (hex), cycling.
         public var values: [String]?
         /// Or a counter.
         public var counter: Counter?
+        /// Or a recorded sequence, replayed from each subscription (no `interval` then).
+        public var sequence: [Timed]?
+        /// Whether the sequence starts over after `period` seconds (default: played once).
+        public var loop: Bool?
+        /// The sequence's length in seconds, for `loop` (default: the last value's time plus
+        /// the mean gap between values).
+        public var period: Double?
+    }
+
+    /// One recorded value: `at` seconds after the subscription.
+    public struct Timed: Codable, Sendable, Equatable {
+        public var at: Double
+        public var value: String
     }
 
     /// Counts from `start` to `end` by `step` and starts over; each value is `bytes` bytes
@@ -148,6 +189,11 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
             let bytes = try InputParsing.hex(manufacturerData)
             guard bytes.count >= 2 else { throw ToolError("manufacturerData needs at least the 2-byte company identifier") }
         }
+        for (key, hex) in [("advertisingData", advertisingData), ("scanResponseData", scanResponseData)] {
+            guard let hex else { continue }
+            guard try InputParsing.hex(hex).count <= 31 else { throw ToolError("\(key) must be at most 31 bytes") }
+        }
+        if scanResponseData != nil && advertisingData == nil { throw ToolError("scanResponseData needs advertisingData") }
         if let position, !(2...3).contains(position.count) { throw ToolError("position must be [x, y] or [x, y, z]") }
         if let pairing {
             if let io = pairing.io, PairingIO(rawValue: io) == nil {
@@ -177,27 +223,66 @@ public struct PeripheralSpec: Codable, Sendable, Equatable {
                     }
                 }
                 if let notify = c.notify {
-                    guard notify.interval > 0 else { throw ToolError("\(where_): notify.interval must be positive") }
                     let sends = ["notify", "indicate", "notifyEncryptionRequired", "indicateEncryptionRequired"]
                     guard c.properties.contains(where: sends.contains) else {
                         throw ToolError("\(where_): notify needs the notify or indicate property")
                     }
-                    for value in notify.values ?? [] { _ = try InputParsing.hex(value) }
-                    if let counter = notify.counter {
-                        if let prefix = counter.prefix { _ = try InputParsing.hex(prefix) }
-                        guard (1...8).contains(counter.bytes ?? 1) else { throw ToolError("\(where_): counter.bytes must be 1–8") }
-                        guard (counter.step ?? 1) != 0 else { throw ToolError("\(where_): counter.step must not be 0") }
+                    if let sequence = notify.sequence {
+                        try Self.validate(sequence: sequence, notify, where_)
+                    } else {
+                        try Self.validate(periodic: notify, where_)
                     }
-                    guard !(notify.values ?? []).isEmpty || notify.counter != nil else {
-                        throw ToolError("\(where_): notify needs values or a counter")
+                }
+                for write in c.writes ?? [] {
+                    if let value = write.value { _ = try InputParsing.hex(value) }
+                    for effect in write.effects {
+                        _ = try InputParsing.hex(effect.value)
+                        guard try hasCharacteristic(InputParsing.uuid(effect.uuid)) else {
+                            throw ToolError("\(where_): a write's effect names \(effect.uuid), not a characteristic of this spec")
+                        }
                     }
                 }
                 if let echo = c.echoTo {
-                    let target = try InputParsing.uuid(echo)
-                    let exists = services.contains { $0.characteristics?.contains { (try? InputParsing.uuid($0.uuid)) == target } == true }
-                    guard exists else { throw ToolError("\(where_): echoTo \(echo) is not a characteristic of this spec") }
+                    guard try hasCharacteristic(InputParsing.uuid(echo)) else { throw ToolError("\(where_): echoTo \(echo) is not a characteristic of this spec") }
                 }
             }
+        }
+    }
+
+    private func hasCharacteristic(_ uuid: CBUUID) -> Bool {
+        services.contains { $0.characteristics?.contains { (try? InputParsing.uuid($0.uuid)) == uuid } == true }
+    }
+
+    private static func validate(periodic notify: Notify, _ where_: String) throws {
+        guard let interval = notify.interval, interval > 0 else {
+            throw ToolError("\(where_): notify needs a positive interval (or a sequence)")
+        }
+        for value in notify.values ?? [] { _ = try InputParsing.hex(value) }
+        if let counter = notify.counter {
+            if let prefix = counter.prefix { _ = try InputParsing.hex(prefix) }
+            guard (1...8).contains(counter.bytes ?? 1) else { throw ToolError("\(where_): counter.bytes must be 1–8") }
+            guard (counter.step ?? 1) != 0 else { throw ToolError("\(where_): counter.step must not be 0") }
+        }
+        guard !(notify.values ?? []).isEmpty || notify.counter != nil else {
+            throw ToolError("\(where_): notify needs values or a counter")
+        }
+    }
+
+    private static func validate(sequence: [Timed], _ notify: Notify, _ where_: String) throws {
+        guard !sequence.isEmpty else { throw ToolError("\(where_): notify.sequence is empty") }
+        guard notify.interval == nil, notify.values == nil, notify.counter == nil else {
+            throw ToolError("\(where_): notify gives a sequence or an interval with values or a counter, not both")
+        }
+        var last = 0.0
+        for (index, timed) in sequence.enumerated() {
+            guard timed.at.isFinite, timed.at >= last else {
+                throw ToolError("\(where_): notify.sequence[\(index)].at must be a number of seconds, not before the one above")
+            }
+            last = timed.at
+            _ = try InputParsing.hex(timed.value)
+        }
+        if let period = notify.period, !(period.isFinite && period > 0 && period >= last) {
+            throw ToolError("\(where_): notify.period must be positive and not before the last value")
         }
     }
 

@@ -2,8 +2,10 @@ import CoreBluetooth
 import Foundation
 
 /// A peripheral manager playing a `PeripheralSpec`: publishes its services, advertises its name
-/// and services, answers reads and writes from its own copy of the values, echoes writes where
-/// the spec says so, and sends the periodic notifications to subscribers.
+/// and services (or the recorded advertising bytes), answers reads and writes from its own copy
+/// of the values, echoes writes and applies recorded write effects where the spec says so, and
+/// sends the periodic notifications, and the recorded sequences from each subscription, to
+/// subscribers. Timers run on the manager's clock (`linuxSchedule`): a virtual radio's in tests.
 public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
     public let spec: PeripheralSpec
     private let context: ToolContext
@@ -19,9 +21,14 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
     private var pendingServices = 0
     private var advertisingStorage = false
     private var problemStorage: String?
-    private var timers: [DispatchSourceTimer] = []
+    private var timers: [ObjectIdentifier: CBLinuxTimer] = [:]
+    private var stopped = false
     private var nextNotification: [ObjectIdentifier: Int] = [:]
     private var echoTargets: [ObjectIdentifier: CBMutableCharacteristic] = [:]
+    /// The spec of each characteristic (by object), for subscriptions and writes.
+    private var specs: [ObjectIdentifier: PeripheralSpec.Characteristic] = [:]
+    /// Sequences being replayed, by characteristic: the timers of the current pass.
+    private var replays: [ObjectIdentifier: [CBLinuxTimer]] = [:]
 
     /// Whether advertising has started.
     public var isAdvertising: Bool { lock.withLock { advertisingStorage } }
@@ -53,9 +60,13 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
 
     /// Stops notifying and advertising.
     public func stop() {
-        let timers = lock.withLock { () -> [DispatchSourceTimer] in
-            defer { self.timers = [] }
-            return self.timers
+        let timers = lock.withLock { () -> [CBLinuxTimer] in
+            stopped = true
+            defer {
+                self.timers = [:]
+                replays = [:]
+            }
+            return Array(self.timers.values) + replays.values.flatMap { $0 }
         }
         timers.forEach { $0.cancel() }
         if manager.state == .poweredOn { manager.stopAdvertising() }
@@ -72,6 +83,9 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
 
     private func build() -> [CBMutableService] {
         var built: [CBMutableService] = []
+        // Values a recorded write changes are answered by us, never cached.
+        let effectTargets = Set(spec.services.flatMap { $0.characteristics ?? [] }.flatMap { $0.writes ?? [] }
+            .flatMap(\.effects).map { try! InputParsing.uuid($0.uuid) })
         for serviceSpec in spec.services {
             let service = CBMutableService(type: try! InputParsing.uuid(serviceSpec.uuid), primary: serviceSpec.primary ?? true)
             var list: [CBMutableCharacteristic] = []
@@ -84,8 +98,10 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
                 }
                 let initial = c.text.map { Data($0.utf8) } ?? c.value.map { try! InputParsing.hex($0) }
                 // Read-only values are cached (the stack answers); the others are ours to answer.
-                let cached = properties == [.read] && initial != nil
-                let characteristic = CBMutableCharacteristic(type: try! InputParsing.uuid(c.uuid), properties: properties,
+                let uuid = try! InputParsing.uuid(c.uuid)
+                // (A value longer than an attribute may cache, 512 bytes, as some devices serve, too.)
+                let cached = properties == [.read] && (initial?.count ?? 513) <= 512 && !effectTargets.contains(uuid)
+                let characteristic = CBMutableCharacteristic(type: uuid, properties: properties,
                                                              value: cached ? initial : nil, permissions: permissions)
                 characteristic.descriptors = (c.descriptors ?? []).map { d in
                     let uuid = try! InputParsing.uuid(d.uuid)
@@ -93,6 +109,7 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
                 }
                 lock.withLock {
                     values[ObjectIdentifier(characteristic)] = initial ?? Data()
+                    specs[ObjectIdentifier(characteristic)] = c
                     characteristics.append(characteristic)
                     byUUID[characteristic.uuid] = byUUID[characteristic.uuid] ?? characteristic
                 }
@@ -167,10 +184,16 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
         guard remaining == 0 else { return }
         var advertisement: [String: Any] = [CBAdvertisementDataLocalNameKey: spec.name,
                                             CBAdvertisementDataServiceUUIDsKey: advertisedServices()]
-        // Apple's startAdvertising takes only the name and UUIDs; manufacturer data goes through
-        // the Linux extension (checked by PeripheralSpec.validate()).
+        // Apple's startAdvertising takes only the name and UUIDs; manufacturer data and recorded
+        // bytes go through the Linux extensions (checked by PeripheralSpec.validate()).
         if let hex = spec.manufacturerData, let bytes = try? InputParsing.hex(hex) {
             advertisement[CBAdvertisementDataLinuxManufacturerDataKey] = Data(bytes)
+        }
+        if let hex = spec.advertisingData, let bytes = try? InputParsing.hex(hex) {
+            advertisement = [CBAdvertisementDataLocalNameKey: spec.name, CBAdvertisementDataLinuxAdvertisingDataKey: bytes]
+            if let hex = spec.scanResponseData, let response = try? InputParsing.hex(hex) {
+                advertisement[CBAdvertisementDataLinuxScanResponseDataKey] = response
+            }
         }
         peripheral.startAdvertising(advertisement)
     }
@@ -188,6 +211,10 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
         }
         lock.withLock { advertisingStorage = true }
         let manufacturer = spec.manufacturerData.map { " and manufacturer data \($0.lowercased())" } ?? ""
+        if spec.advertisingData != nil {
+            say("advertising as \"\(spec.name)\" with the recorded advertising data")
+            return startNotifications()
+        }
         say("advertising as \"\(spec.name)\" with services \(advertisedServices().map(\.uuidString).joined(separator: ", "))\(manufacturer)")
         startNotifications()
     }
@@ -215,6 +242,7 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
             }
             say("\(request.characteristic.uuid.uuidString) written: \(GATTDescription.value(written, of: request.characteristic.uuid))")
             if let echo { update(echo, with: written) }
+            applyEffects(of: written, to: id)
         }
         peripheral.respond(to: first, withResult: .success)
     }
@@ -222,6 +250,15 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
     public func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral,
                                   didSubscribeTo characteristic: CBCharacteristic) {
         say("a central subscribed to \(characteristic.uuid.uuidString)")
+        let id = ObjectIdentifier(characteristic)
+        guard let sequence = lock.withLock({ specs[id]?.notify }), sequence.sequence != nil,
+              let target = characteristic as? CBMutableCharacteristic else { return }
+        // Connection events 7.5–15 ms apart, so that values reach the central close to their
+        // recorded times (at the default 30–50 ms a 0.4 s interval could be off by 12 %).
+        peripheral.setDesiredConnectionLatency(.low, for: central)
+        // One replay at a time per characteristic: every subscriber gets its values.
+        guard lock.withLock({ replays[id] == nil && !stopped }) else { return }
+        replay(sequence, on: target)
     }
 
     public func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral,
@@ -234,6 +271,8 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
     /// Sets the value and sends it to the subscribers (dropped if the queue is full).
     private func update(_ characteristic: CBMutableCharacteristic, with value: Data) {
         lock.withLock { values[ObjectIdentifier(characteristic)] = value }
+        let sends: CBCharacteristicProperties = [.notify, .indicate, .notifyEncryptionRequired, .indicateEncryptionRequired]
+        guard !characteristic.properties.isDisjoint(with: sends) else { return }
         _ = manager.updateValue(value, for: characteristic, onSubscribedCentrals: nil)
     }
 
@@ -241,13 +280,20 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
         let pairs = spec.services.flatMap { $0.characteristics ?? [] }
         let all = lock.withLock { characteristics }
         for (c, characteristic) in zip(pairs, all) {
-            guard let notify = c.notify else { continue }
-            let timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.schedule(deadline: .now() + notify.interval, repeating: notify.interval)
-            timer.setEventHandler { [weak self] in self?.tick(characteristic, notify) }
-            lock.withLock { timers.append(timer) }
-            timer.resume()
+            guard let notify = c.notify, let interval = notify.interval, notify.sequence == nil else { continue }
+            schedule(characteristic, notify, every: interval)
         }
+    }
+
+    /// The next tick of a periodic notification, on the manager's clock.
+    private func schedule(_ characteristic: CBMutableCharacteristic, _ notify: PeripheralSpec.Notify, every interval: Double) {
+        let id = ObjectIdentifier(characteristic)
+        let timer = manager.linuxSchedule(after: interval) { [weak self] in
+            guard let self, lock.withLock({ !stopped }) else { return }
+            tick(characteristic, notify)
+            schedule(characteristic, notify, every: interval)
+        }
+        lock.withLock { timers[id] = timer }
     }
 
     private func tick(_ characteristic: CBMutableCharacteristic, _ notify: PeripheralSpec.Notify) {
@@ -257,6 +303,50 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
             return nextNotification[id, default: 0]
         }
         update(characteristic, with: Self.value(number: n, of: notify))
+    }
+
+    /// Plays a recorded sequence from now: each value at its time after the subscription,
+    /// and again every period when it loops. Each value is timed from the start of its pass,
+    /// so that the intervals stay the recorded ones.
+    private func replay(_ notify: PeripheralSpec.Notify, on characteristic: CBMutableCharacteristic) {
+        guard let sequence = notify.sequence, let last = sequence.last else { return }
+        let id = ObjectIdentifier(characteristic)
+        var passTimers = sequence.map { timed in
+            let value = (try? InputParsing.hex(timed.value)) ?? Data()
+            return manager.linuxSchedule(after: timed.at) { [weak self] in
+                guard let self, lock.withLock({ !stopped }) else { return }
+                update(characteristic, with: value)
+            }
+        }
+        let period = notify.period ?? Self.defaultPeriod(of: sequence)
+        passTimers.append(manager.linuxSchedule(after: max(period, last.at)) { [weak self] in
+            guard let self else { return }
+            let again = lock.withLock { () -> Bool in
+                replays[id] = nil
+                return notify.loop == true && !stopped
+            }
+            // Once played, a new subscription plays it again; a loop goes on by itself.
+            if again { replay(notify, on: characteristic) }
+        })
+        lock.withLock { replays[id] = passTimers }
+    }
+
+    /// A loop's length when the spec gives none: the last value's time plus the mean gap.
+    static func defaultPeriod(of sequence: [PeripheralSpec.Timed]) -> Double {
+        guard let first = sequence.first, let last = sequence.last else { return 1 }
+        let gap = sequence.count > 1 ? (last.at - first.at) / Double(sequence.count - 1) : max(first.at, 1)
+        return last.at + max(gap, 0.001)
+    }
+
+    /// The recorded effects of writing `written` to the characteristic `id`.
+    private func applyEffects(of written: Data, to id: ObjectIdentifier) {
+        guard let writes = lock.withLock({ specs[id]?.writes }) else { return }
+        let match = writes.first { write in write.value.map { (try? InputParsing.hex($0)) == written } ?? true }
+        for effect in match?.effects ?? [] {
+            guard let uuid = try? InputParsing.uuid(effect.uuid), let value = try? InputParsing.hex(effect.value),
+                  let target = lock.withLock({ byUUID[uuid] }) else { continue }
+            update(target, with: value)
+        }
     }
 
     /// The `n`th value a notification schedule sends.

@@ -62,6 +62,16 @@ public struct ToolContext: Sendable {
         return options
     }
 
+    /// Seconds on the clock `wait` uses (the test radio's, else the wall clock's): for timing
+    /// what arrives.
+    func now() -> Double {
+        if let radio {
+            let now = radio.now.components
+            return Double(now.seconds) + Double(now.attoseconds) / 1e18
+        }
+        return ProcessInfo.processInfo.systemUptime
+    }
+
     /// Lets time pass until `condition` holds or `seconds` have passed (on the test radio's
     /// clock, else the wall clock), checking after every delegate callback.
     @discardableResult

@@ -13,10 +13,13 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     weak var manager: CBCentralManager?
 
     func central(_ service: CentralService, didDiscover peer: LEAddress, advertisement data: AdvertisingData,
-                 isConnectable: Bool, rssi: Int8?) {
+                 raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
         guard let manager else { return }
         let peripheral = manager.peripheral(for: peer, advertisedName: data.localName, advertisedServices: data.serviceUUIDs)
-        let dictionary = Unchecked(AdvertisementDictionary.make(from: data, isConnectable: isConnectable))
+        var made = AdvertisementDictionary.make(from: data, isConnectable: isConnectable)
+        made[CBAdvertisementDataLinuxAdvertisingDataKey] = Data(raw.advertisement)
+        if let scanResponse = raw.scanResponse { made[CBAdvertisementDataLinuxScanResponseDataKey] = Data(scanResponse) }
+        let dictionary = Unchecked(made)
         // 127: the controller could not measure it.
         let rssi = NSNumber(value: Int(rssi ?? 127))
         manager.deliver { manager, delegate in

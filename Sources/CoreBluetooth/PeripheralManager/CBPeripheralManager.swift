@@ -120,11 +120,15 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     ///
     /// **Linux extension:** ``CBAdvertisementDataLinuxManufacturerDataKey`` (`Data`) adds
     /// manufacturer data; alone, it makes a non-connectable beacon advertisement (see the key).
+    /// ``CBAdvertisementDataLinuxAdvertisingDataKey`` (and ``CBAdvertisementDataLinuxScanResponseDataKey``)
+    /// advertise those bytes as they are.
     open func startAdvertising(_ advertisementData: [String: Any]?) {
         guard requirePoweredOn("startAdvertising(_:)") else { return }
         var name: String?
         var serviceUUIDs: [BluetoothUUID] = []
         var manufacturerData: [UInt8]?
+        var rawAdvertising: [UInt8]?
+        var rawScanResponse: [UInt8]?
         var problem: String?
         for (key, value) in advertisementData ?? [:] {
             switch key {
@@ -138,11 +142,21 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
                 if let data = value as? Data, data.count >= 2 { manufacturerData = data.byteArray } else {
                     problem = "the value of \(key) must be Data starting with the 2-byte company identifier"
                 }
+            case CBAdvertisementDataLinuxAdvertisingDataKey, CBAdvertisementDataLinuxScanResponseDataKey:
+                guard let data = value as? Data, data.count <= 31 else {
+                    problem = "the value of \(key) must be Data of at most 31 bytes"
+                    break
+                }
+                if key == CBAdvertisementDataLinuxAdvertisingDataKey { rawAdvertising = data.byteArray } else { rawScanResponse = data.byteArray }
             default:
                 problem = "\(key) cannot be advertised; only CBAdvertisementDataLocalNameKey and CBAdvertisementDataServiceUUIDsKey can"
-                    + " (and, as a Linux extension, CBAdvertisementDataLinuxManufacturerDataKey)"
+                    + " (and, as Linux extensions, CBAdvertisementDataLinuxManufacturerDataKey, CBAdvertisementDataLinuxAdvertisingDataKey"
+                    + " and CBAdvertisementDataLinuxScanResponseDataKey)"
             }
             if problem != nil { break }
+        }
+        if problem == nil, rawScanResponse != nil, rawAdvertising == nil {
+            problem = "CBAdvertisementDataLinuxScanResponseDataKey needs CBAdvertisementDataLinuxAdvertisingDataKey"
         }
         if let problem {
             let error = CBError(.invalidParameters, userInfo: [NSLocalizedDescriptionKey: problem])
@@ -150,7 +164,10 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
             return
         }
         let (localName, uuids, manufacturer) = (name, serviceUUIDs, manufacturerData)
-        onService { service, _ in service.startAdvertising(name: localName, serviceUUIDs: uuids, manufacturerData: manufacturer) }
+        let raw = rawAdvertising.map { (advertisement: $0, scanResponse: rawScanResponse ?? []) }
+        onService { service, _ in
+            service.startAdvertising(name: localName, serviceUUIDs: uuids, manufacturerData: manufacturer, raw: raw)
+        }
     }
 
     /// Stops advertising.

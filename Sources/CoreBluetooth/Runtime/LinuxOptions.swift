@@ -42,6 +42,14 @@ public let CBManagerOptionLinuxPrivacyKey = "kCBLinuxOptionPrivacy"
 /// cannot do 16. Managers sharing a controller share it: the first one that names it sets it.
 public let CBManagerOptionLinuxMinimumKeySizeKey = "kCBLinuxOptionMinimumKeySize"
 
+/// **Linux extension.** Whether a read, write or subscription the peer refuses for want of
+/// encryption or authentication makes the stack pair (or encrypt) and try again, as iOS does
+/// (`Bool`, default true). False: the refusal is the answer (`CBATTError.insufficientEncryption`
+/// or `.insufficientAuthentication`), and `linuxPair(_:completion:)` pairs when the app chooses:
+/// how a tool finds out what a device protects. Managers sharing a controller share it: the
+/// first one that names it sets it.
+public let CBManagerOptionLinuxPairOnRefusalKey = "kCBLinuxOptionPairOnRefusal"
+
 // MARK: Advertising manufacturer data (beacons)
 
 /// **Linux extension.** Manufacturer-specific data for `CBPeripheralManager.startAdvertising(_:)`
@@ -61,6 +69,18 @@ public let CBManagerOptionLinuxMinimumKeySizeKey = "kCBLinuxOptionMinimumKeySize
 /// scannable; the manufacturer data goes in the advertisement after the UUIDs and name when it
 /// fits there, else in the scan response.
 public let CBAdvertisementDataLinuxManufacturerDataKey = "kCBLinuxAdvDataManufacturerData"
+
+/// **Linux extension.** The advertising data bytes as they went on the air (`Data`, the AD
+/// structures of the advertising PDU). A central finds it in `advertisementData` beside Apple's
+/// keys; given to `startAdvertising(_:)` (at most 31 octets) it is advertised as it is, connectable
+/// and scannable, instead of data packed from the other keys (the local name still becomes the
+/// GAP Device Name): how `cbtool simulate` replays a recorded device's advertisement.
+public let CBAdvertisementDataLinuxAdvertisingDataKey = "kCBLinuxAdvDataAdvertisingData"
+
+/// **Linux extension.** The scan response bytes as they went on the air (`Data`), in a central's
+/// `advertisementData` once a scan response came; for `startAdvertising(_:)`, with
+/// ``CBAdvertisementDataLinuxAdvertisingDataKey`` (at most 31 octets).
+public let CBAdvertisementDataLinuxScanResponseDataKey = "kCBLinuxAdvDataScanResponseData"
 
 extension CBPeripheralManager {
     /// **Linux extension.** The advertisement data of an iBeacon, for

@@ -79,6 +79,8 @@ final class LocalDevice: @unchecked Sendable {
     /// The smallest key size pairing accepts, when a manager named one
     /// (``CBManagerOptionLinuxMinimumKeySizeKey``); readable from any thread.
     let minimumKeySize = Locked<Int?>(nil)
+    /// Whether refusals pair, when a manager said (``CBManagerOptionLinuxPairOnRefusalKey``).
+    let pairsOnRefusal = Locked<Bool?>(nil)
     /// What waits for the bond store to open (the end of `start`).
     private var afterBondStore: (() -> Void)?
 
@@ -124,6 +126,10 @@ final class LocalDevice: @unchecked Sendable {
         if case .success(let device) = result, let size = (options?[CBManagerOptionLinuxMinimumKeySizeKey] as? NSNumber)?.intValue,
            (7...16).contains(size) {
             device.minimumKeySize.withLock { $0 = $0 ?? size }
+        }
+        let pairOnRefusal = options?[CBManagerOptionLinuxPairOnRefusalKey]
+        if case .success(let device) = result, let pairs = pairOnRefusal as? Bool ?? (pairOnRefusal as? NSNumber)?.boolValue {
+            device.pairsOnRefusal.withLock { $0 = $0 ?? pairs }
         }
         return result
     }
@@ -249,6 +255,7 @@ final class LocalDevice: @unchecked Sendable {
         // A peer that bonds keeps the identifier handed out for the address it paired from.
         device.onBond = { [identifiers] linkPeer, identity in identifiers.bonded(identity, seenAt: linkPeer) }
         if let size = minimumKeySize.current { device.securityConfiguration.minimumKeySize = size }
+        if let pairs = pairsOnRefusal.current { device.raisesSecurityOnRefusal = pairs }
         hostDevice = device
         device.start { [self] result in
             switch result {
