@@ -130,8 +130,15 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         for peripheral in livePeripherals() { peripheral.linkClosed() }
     }
 
-    /// Runs `body` on the device's loop with the central role service, if the device is on.
-    func onService(_ body: @escaping @Sendable (CentralService) -> Void) {
+    /// Runs `body` on the device's loop with the central role, if the device is on: what the
+    /// API asks goes through the role-service boundary.
+    func onService(_ body: @escaping @Sendable (any CentralRole) -> Void) {
+        onInProcessService { body($0) }
+    }
+
+    /// ``onService(_:)`` with the in-process role service itself, for what has not crossed
+    /// the boundary yet (pairing a link).
+    func onInProcessService(_ body: @escaping @Sendable (CentralService) -> Void) {
         guard let device else { return }
         let service = self.service
         device.loop.execute {
@@ -263,12 +270,14 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         // iOS 17: reconnect by itself after the peer goes away, until cancelled.
         let autoReconnect = Self.bool(options?[CBConnectPeripheralOptionEnableAutoReconnect])
         let delay: Duration = seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : .zero
+        let loop = device?.loop
         onService { service in
             if delay == .zero {
                 service.connect(address, autoReconnect: autoReconnect)
             } else {
-                _ = service.device?.loop.schedule(after: delay) { [weak service] in
-                    service?.connect(address, autoReconnect: autoReconnect)
+                _ = loop?.schedule(after: delay) { [weak service] in
+                    guard let service, service.isOn else { return }
+                    service.connect(address, autoReconnect: autoReconnect)
                 }
             }
         }
