@@ -104,6 +104,9 @@ let package = Package(
             "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
             "SMP", "L2CAP",
         ]),
+        // corebluetoothd's wire protocol (docs/daemon.md): the role-service boundary's calls and
+        // events as versioned, length-prefixed messages; one encoder and one decoder each.
+        .target(name: "DaemonProtocol", dependencies: ["ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT"]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
@@ -167,6 +170,9 @@ let package = Package(
             "CoreBluetooth",
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
+        .testTarget(name: "DaemonProtocolTests", dependencies: [
+            "DaemonProtocol", "ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT", "Scheduling",
+        ]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
             "HCITransport", "ATTTesting", "TestSupport",
