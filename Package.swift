@@ -107,6 +107,12 @@ let package = Package(
         // corebluetoothd's wire protocol (docs/daemon.md): the role-service boundary's calls and
         // events as versioned, length-prefixed messages; one encoder and one decoder each.
         .target(name: "DaemonProtocol", dependencies: ["ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT"]),
+        // corebluetoothd's side of the protocol: a client's sessions (one role service each)
+        // on the daemon's host device, messages in and out.
+        .target(name: "CoreBluetoothDaemon", dependencies: [
+            "DaemonProtocol", "RoleServices", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT",
+            "AssignedNumbers",
+        ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
@@ -172,6 +178,11 @@ let package = Package(
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
         .testTarget(name: "DaemonProtocolTests", dependencies: [
             "DaemonProtocol", "ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT", "Scheduling",
+        ]),
+        // Daemon clients' sessions against a peripheral on a virtual radio.
+        .testTarget(name: "CoreBluetoothDaemonTests", dependencies: [
+            "CoreBluetoothDaemon", "DaemonProtocol", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GATT", "ATT",
+            "AssignedNumbers", "Scheduling", "VirtualController",
         ]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",

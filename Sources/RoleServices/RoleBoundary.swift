@@ -46,6 +46,8 @@ public protocol CentralRoleLink: AnyObject, Sendable {
     var events: CentralLinkEvents? { get set }
     /// Whether the link is gone (nothing more is sent or delivered).
     var isClosed: Bool { get }
+    /// ATT_MTU now (`linkMTUChanged` tells of changes).
+    var mtu: Int { get }
 
     /// Primary services: all when `uuid` is nil, else those of that type.
     func discoverPrimaryServices(uuid: BluetoothUUID?,
