@@ -36,6 +36,8 @@ let package = Package(
         .library(name: "CoreBluetoothAsync", targets: ["CoreBluetoothAsync"]),
         .executable(name: "cbtool", targets: ["cbtool"]),
         .executable(name: "cbbench", targets: ["cbbench"]),
+        // One controller shared by processes (docs/daemon.md).
+        .executable(name: "corebluetoothd", targets: ["corebluetoothd"]),
     ],
     dependencies: [
         // AES-128 (LE Encrypt, link-layer session keys) now; AES-CMAC and P-256 for SMP next.
@@ -111,8 +113,10 @@ let package = Package(
         // on the daemon's host device, messages in and out.
         .target(name: "CoreBluetoothDaemon", dependencies: [
             "DaemonProtocol", "RoleServices", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT",
-            "AssignedNumbers",
+            "AssignedNumbers", "Scheduling", "VirtualController",
         ]),
+        // The daemon: a thin entry to CoreBluetoothDaemon's command.
+        .executableTarget(name: "corebluetoothd", dependencies: ["CoreBluetoothDaemon"]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
