@@ -117,6 +117,11 @@ let package = Package(
         ]),
         // The daemon: a thin entry to CoreBluetoothDaemon's command.
         .executableTarget(name: "corebluetoothd", dependencies: ["CoreBluetoothDaemon"]),
+        // A process's managers on corebluetoothd: the role-service boundary implemented with
+        // messages over the daemon's socket.
+        .target(name: "RemoteRoles", dependencies: [
+            "DaemonProtocol", "RoleServices", "HostDevice", "HCI", "HCIDriver", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
+        ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
@@ -130,7 +135,8 @@ let package = Package(
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
         .target(name: "CoreBluetooth", dependencies: [
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
-            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding",
+            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding", "DaemonProtocol",
+            "RemoteRoles",
         ]),
         // Linux extension: async/await and AsyncSequence over the same managers and objects,
         // hearing their delegate events through an event tap (the app keeps its delegate).
@@ -183,10 +189,11 @@ let package = Package(
         .testTarget(name: "DaemonProtocolTests", dependencies: [
             "DaemonProtocol", "ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT", "Scheduling",
         ]),
-        // Daemon clients' sessions against a peripheral on a virtual radio.
+        // Daemon clients' sessions, the socket, and managers on a daemon, against peripherals on
+        // a virtual radio.
         .testTarget(name: "CoreBluetoothDaemonTests", dependencies: [
             "CoreBluetoothDaemon", "DaemonProtocol", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GATT", "ATT",
-            "AssignedNumbers", "Scheduling", "VirtualController",
+            "AssignedNumbers", "Scheduling", "VirtualController", "CoreBluetooth", "TestTools",
         ]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",

@@ -1,3 +1,4 @@
+import DaemonProtocol
 import Dispatch
 import Foundation
 import Glibc

@@ -18,20 +18,6 @@ public struct PeerCredentials: Sendable, Hashable {
     }
 }
 
-/// Where the daemon listens when `--listen` names no path (docs/daemon.md).
-public enum DaemonSocketPath {
-    public static let fileName = "corebluetoothd.sock"
-
-    /// `/run/corebluetoothd.sock` for root, else `$XDG_RUNTIME_DIR/corebluetoothd.sock`; nil when
-    /// a user's session has no runtime directory.
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment,
-                                   uid: UInt32 = getuid()) -> String? {
-        if uid == 0 { return "/run/\(fileName)" }
-        guard let directory = environment["XDG_RUNTIME_DIR"], !directory.isEmpty else { return nil }
-        return directory.hasSuffix("/") ? directory + fileName : "\(directory)/\(fileName)"
-    }
-}
-
 /// Why the daemon could not listen.
 public struct DaemonServerError: Error, Sendable, Hashable, CustomStringConvertible {
     public let description: String

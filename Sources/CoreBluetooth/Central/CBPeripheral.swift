@@ -545,7 +545,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     open func openL2CAPChannel(_ PSM: CBL2CAPPSM) {
         guard requireConnected("openL2CAPChannel(_:)") else { return }
         // Role events come on the device's loop: the channel's bridge works there.
-        guard let loop = manager?.device?.loop else { return }
+        guard let loop = manager?.roleLoop else { return }
         onLink { [weak self] link, service in
             service.openChannel(to: link.peer, psm: PSM) { result in
                 guard let self else {
