@@ -92,17 +92,19 @@ public final class DaemonServer: Sendable {
             let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, log: log) { [self] gone in
                 state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(gone)) }
             }
+            // Started under the lock, so that `close` finds every connection it must drop
+            // started (a connection that ends at once waits for the lock to say it is gone).
             let admitted = state.withLock { state -> Bool in
                 guard !state.closed else { return false }
                 state.connections[ObjectIdentifier(connection)] = connection
+                connection.start()
                 return true
             }
             guard admitted else {
-                connection.drop()
+                Glibc.close(fd)
                 return
             }
             log?("client pid \(connection.credentials.pid) uid \(connection.credentials.uid) connected")
-            connection.start()
         }
     }
 
@@ -158,27 +160,18 @@ public final class DaemonServer: Sendable {
     }
 }
 
-/// One accepted client: its socket, a reader thread, a writer thread, and its
+/// One accepted client: its socket (a ``FramedSocket``: a reader and a writer thread) and its
 /// ``DaemonClient`` on the device's loop.
 final class DaemonConnection: @unchecked Sendable {
-    // Safe to share: `fd`, `credentials`, `device` and `log` are immutable; `client` is touched
-    // only on the device's loop; the outbox and the descriptor's life are behind `outbox`.
+    // Safe to share: `credentials`, `device`, `log` and `gone` are immutable, `socket` is set in
+    // `start` before anything reads it, and `client` is touched only on the device's loop.
     let credentials: PeerCredentials
     private let fd: Int32
     private let device: HostDevice
     private let log: (@Sendable (String) -> Void)?
     private let gone: @Sendable (DaemonConnection) -> Void
+    private var socket: FramedSocket?
     private var client: DaemonClient?
-    private let outbox = Mutex(Outbox())
-    private let ready = DispatchSemaphore(value: 0)
-
-    private struct Outbox {
-        var frames: [[UInt8]] = []
-        var bytes = 0
-        var dropped = false
-        /// Threads still using the descriptor (reader, writer): the last one closes it.
-        var users = 2
-    }
 
     init(fd: Int32, credentials: PeerCredentials, device: HostDevice, log: (@Sendable (String) -> Void)?,
          gone: @escaping @Sendable (DaemonConnection) -> Void) {
@@ -189,122 +182,44 @@ final class DaemonConnection: @unchecked Sendable {
         self.gone = gone
     }
 
+    /// Serves the client: its messages run on the loop, in order, after its client is made.
     func start() {
-        device.loop.execute { [self] in
-            client = DaemonClient(device: device, name: "pid \(credentials.pid)") { [self] message in enqueue(message) }
+        let loop = device.loop
+        let socket = FramedSocket(fd: fd, name: "corebluetoothd client \(credentials.pid)", outboxLimit: DaemonServer.outboxLimit,
+                              onMessage: { [weak self] message in
+                                  guard let self else { return }
+                                  loop.execute { self.receive(message) }
+                              },
+                              onClose: { [weak self] reason in
+                                  guard let self else { return }
+                                  log?("client pid \(credentials.pid) left: \(reason)")
+                                  loop.execute { [self] in
+                                      client?.close()
+                                      client = nil
+                                  }
+                                  gone(self)
+                              })
+        // Set before anything can use it: the threads start and the client is made after.
+        self.socket = socket
+        loop.execute { [self] in
+            client = DaemonClient(device: device, name: "pid \(credentials.pid)") { message in socket.send(message) }
         }
-        let reader = Thread { [self] in readLoop() }
-        reader.name = "corebluetoothd client \(credentials.pid) reader"
-        reader.start()
-        let writer = Thread { [self] in writeLoop() }
-        writer.name = "corebluetoothd client \(credentials.pid) writer"
-        writer.start()
+        socket.start()
     }
 
-    /// Ends the connection (from any thread): both threads stop, the socket closes, and the
-    /// client's sessions leave the device on the loop.
-    func drop() {
-        let first = outbox.withLock { outbox -> Bool in
-            guard !outbox.dropped else { return false }
-            outbox.dropped = true
-            outbox.frames = []
-            return true
-        }
-        guard first else { return }
-        shutdown(fd, Int32(SHUT_RDWR))
-        ready.signal()
-        device.loop.execute { [self] in
-            client?.close()
-            client = nil
-        }
-        gone(self)
-    }
-
-    /// On the loop: frames a message for the writer; a client too far behind is dropped.
-    private func enqueue(_ message: DaemonMessage) {
-        let frame = DaemonFrame.encode(message)
-        let overflow = outbox.withLock { outbox -> Bool? in
-            guard !outbox.dropped else { return nil }
-            outbox.frames.append(frame)
-            outbox.bytes += frame.count
-            return outbox.bytes > DaemonServer.outboxLimit
-        }
-        guard let overflow else { return }
-        if overflow {
-            log?("client pid \(credentials.pid) does not read its messages: dropped")
-            drop()
-        } else {
-            ready.signal()
+    /// On the loop.
+    private func receive(_ message: DaemonMessage) {
+        guard let client else { return }
+        do throws(DaemonClientViolation) {
+            try client.receive(message)
+        } catch {
+            drop("dropped: \(error)")
         }
     }
 
-    private func readLoop() {
-        var reader = DaemonFrameReader()
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        defer { release() }
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            reader.append(buffer[0..<count])
-            do {
-                while let message = try reader.next() {
-                    device.loop.execute { [self] in
-                        guard let client else { return }
-                        do throws(DaemonClientViolation) {
-                            try client.receive(message)
-                        } catch {
-                            log?("client pid \(credentials.pid) dropped: \(error)")
-                            drop()
-                        }
-                    }
-                }
-            } catch {
-                log?("client pid \(credentials.pid) dropped: \(error)")
-                break
-            }
-        }
-        drop()
-    }
-
-    private func writeLoop() {
-        defer { release() }
-        while true {
-            ready.wait()
-            let (frames, dropped) = outbox.withLock { outbox -> ([[UInt8]], Bool) in
-                let frames = outbox.frames
-                outbox.frames = []
-                outbox.bytes = 0
-                return (frames, outbox.dropped)
-            }
-            if dropped { return }
-            for frame in frames where !write(frame) {
-                drop()
-                return
-            }
-        }
-    }
-
-    /// Writes a whole frame; false when the client is gone. MSG_NOSIGNAL: a closed peer is an
-    /// error here, not a SIGPIPE for the daemon.
-    private func write(_ frame: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < frame.count {
-            let sent = frame.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if sent < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            offset += sent
-        }
-        return true
-    }
-
-    private func release() {
-        let last = outbox.withLock { outbox -> Bool in
-            outbox.users -= 1
-            return outbox.users == 0
-        }
-        if last { Glibc.close(fd) }
+    /// Ends the connection (any thread): the socket closes, then the client's sessions leave
+    /// the device on the loop.
+    func drop(_ reason: String = "the daemon stopped") {
+        socket?.close(reason)
     }
 }

@@ -27,8 +27,9 @@ public enum DaemonSocketPath {
     }
 }
 
-/// A client's connection to the daemon: messages out through a writer thread (a caller never
-/// waits for the socket), messages in from a reader thread, decoded there.
+/// One end of a connection between a client and the daemon: messages out through a writer
+/// thread (a caller never waits for the socket), messages in from a reader thread, decoded
+/// there.
 ///
 /// `@unchecked Sendable`: the descriptor is immutable, the outbox is behind its mutex, and the
 /// handlers are set once at init.
@@ -37,11 +38,13 @@ public final class FramedSocket: @unchecked Sendable {
     private let fd: Int32
     private let onMessage: @Sendable (DaemonMessage) -> Void
     private let onClose: @Sendable (String) -> Void
+    private let outboxLimit: Int?
     private let outbox = Mutex(Outbox())
     private let ready = DispatchSemaphore(value: 0)
 
     private struct Outbox {
         var frames: [[UInt8]] = []
+        var bytes = 0
         var closed = false
         var reason: String?
         /// Threads still using the descriptor (reader, writer): the last one closes it.
@@ -73,14 +76,20 @@ public final class FramedSocket: @unchecked Sendable {
         return fd
     }
 
-    /// Takes `fd` and starts its threads. `onMessage` and `onClose` run on the reader thread;
-    /// `onClose` once, with why.
-    public init(fd: Int32, name: String, onMessage: @escaping @Sendable (DaemonMessage) -> Void,
+    /// Takes `fd`; ``start()`` starts its threads. `onMessage` and `onClose` run on the reader
+    /// thread; `onClose` once, with why. `outboxLimit`: bytes the other end may leave unread before the
+    /// connection is closed (a daemon does not hold without bound what a client never reads).
+    public init(fd: Int32, name: String, outboxLimit: Int? = nil, onMessage: @escaping @Sendable (DaemonMessage) -> Void,
                 onClose: @escaping @Sendable (String) -> Void) {
         self.fd = fd
         self.name = name
+        self.outboxLimit = outboxLimit
         self.onMessage = onMessage
         self.onClose = onClose
+    }
+
+    /// Starts reading and writing (once its owner holds it: the first message may come at once).
+    public func start() {
         let reader = Thread { [self] in readLoop() }
         reader.name = "\(name) reader"
         reader.start()
@@ -92,12 +101,17 @@ public final class FramedSocket: @unchecked Sendable {
     /// Queues a message (any thread; dropped once the socket closed).
     public func send(_ message: DaemonMessage) {
         let frame = DaemonFrame.encode(message)
-        let queued = outbox.withLock { outbox -> Bool in
-            guard !outbox.closed else { return false }
+        let queued = outbox.withLock { outbox -> Bool? in
+            guard !outbox.closed else { return nil }
             outbox.frames.append(frame)
-            return true
+            outbox.bytes += frame.count
+            return outboxLimit.map { outbox.bytes <= $0 } ?? true
         }
-        if queued { ready.signal() }
+        switch queued {
+        case true?: ready.signal()
+        case false?: close("more than \(outboxLimit ?? 0) bytes left unread")
+        case nil: break
+        }
     }
 
     /// Closes the connection (any thread); `onClose` follows from the reader.
@@ -141,6 +155,7 @@ public final class FramedSocket: @unchecked Sendable {
             let (frames, closed) = outbox.withLock { outbox -> ([[UInt8]], Bool) in
                 let frames = outbox.frames
                 outbox.frames = []
+                outbox.bytes = 0
                 return (frames, outbox.closed)
             }
             if closed { return }

@@ -43,6 +43,7 @@ public final class DaemonSessionHost: @unchecked Sendable {
             loop.execute { self.closed(reason) }
         })
         socket.send(.hello(version: DaemonFrame.version, minimumVersion: DaemonFrame.minimumVersion, name: name))
+        socket.start()
     }
 
     deinit {
