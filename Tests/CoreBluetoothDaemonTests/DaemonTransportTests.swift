@@ -162,3 +162,45 @@ struct DaemonTransportTests {
         #expect(app.manager.linuxUnavailableReason?.contains("no daemon at") == true)
     }
 }
+
+/// The built `corebluetoothd` as a child process.
+@Suite("corebluetoothd: the executable")
+struct DaemonProcessTests {
+    static let binary = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent(".build/debug/corebluetoothd").path
+
+    @Test func aCentralInThisProcessUsesTheDaemonProcessAndHearsItGo() throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first: \(Self.binary)")
+        let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
+        defer { radioLoop.shutdown() }
+        let radioPath = temporaryPath("daemon-radio.sock")
+        let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 17))
+        defer { radioServer.close() }
+
+        let socketPath = temporaryPath("corebluetoothd.sock")
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: Self.binary)
+        daemon.arguments = ["--transport", "virtual:\(radioPath)", "--listen", socketPath]
+        daemon.standardOutput = FileHandle.nullDevice
+        daemon.standardError = FileHandle.nullDevice
+        try daemon.run()
+        defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+        #expect(waitUntil(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socketPath) })
+
+        let peripheral = FeedPeripheral()
+        peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
+                                                 options: [CBManagerOptionLinuxTransportKey: "virtual:\(radioPath)"])
+        let app = FeedCentral(scanFor: serviceUUID)
+        app.manager = CBCentralManager(delegate: app, queue: DispatchQueue(label: "app"),
+                                       options: [CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)"])
+        #expect(waitUntil(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.first == Data([0x2A]) }, "\(app.log)")
+
+        // The daemon goes (SIGTERM): the link is reported lost, and the manager unusable, with why.
+        daemon.terminate()
+        daemon.waitUntilExit()
+        #expect(daemon.terminationStatus == 0)
+        #expect(!FileManager.default.fileExists(atPath: socketPath))
+        #expect(waitUntil(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 2"] }, "\(app.log)")
+        #expect(app.manager.linuxUnavailableReason?.contains("corebluetoothd") == true)
+    }
+}
