@@ -130,7 +130,7 @@ public final class FramedSocket: @unchecked Sendable {
     private func readLoop() {
         var reader = DaemonFrameReader()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var why = "the daemon closed the connection"
+        var why = "the other end closed the connection"
         reading: while true {
             let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
@@ -139,7 +139,7 @@ public final class FramedSocket: @unchecked Sendable {
             do {
                 while let message = try reader.next() { onMessage(message) }
             } catch {
-                why = "the daemon sent what is not the protocol: \(error)"
+                why = "what came is not the protocol: \(error)"
                 break reading
             }
         }
