@@ -41,6 +41,9 @@ public final class DaemonServer: Sendable {
 
     private struct State {
         var closed = false
+        /// The listening socket is open (its descriptor is closed under the lock, so that
+        /// `close` never shuts down a descriptor number reused since).
+        var listening = true
         var connections: [ObjectIdentifier: DaemonConnection] = [:]
     }
 
@@ -70,7 +73,9 @@ public final class DaemonServer: Sendable {
             return Array(state.connections.values)
         }
         // Wakes the blocked accept (Linux: accept on a shut-down listening socket fails).
-        shutdown(listenFD, Int32(SHUT_RDWR))
+        state.withLock { state in
+            if state.listening { shutdown(listenFD, Int32(SHUT_RDWR)) }
+        }
         stopped.wait()
         stopped.signal()
         for connection in connections { connection.drop() }
@@ -78,14 +83,19 @@ public final class DaemonServer: Sendable {
 
     private func acceptLoop() {
         defer {
-            Glibc.close(listenFD)
+            state.withLock { state in
+                state.listening = false
+                Glibc.close(listenFD)
+            }
             unlink(path)
             stopped.signal()
         }
         while true {
             let fd = accept(listenFD, nil, nil)
             if fd < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
+                let code = errno
+                if code == EINTR || code == ECONNABORTED { continue }
+                if !state.withLock({ $0.closed }) { log?("no more clients: accept failed: \(String(cString: strerror(code)))") }
                 return
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
