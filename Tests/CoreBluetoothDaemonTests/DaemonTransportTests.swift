@@ -10,6 +10,17 @@ import TestTools
 import Testing
 import VirtualController
 
+/// Waits for what other threads do (sockets, a child process) without holding a thread of
+/// the test pool: polls `condition` every millisecond for at most `timeout` of wall time.
+private func eventually(timeout: Duration, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return true
+}
+
 private let serviceUUID = CBUUID(string: "FEED")
 private let characteristicUUID = CBUUID(string: "FEE1")
 
@@ -106,7 +117,7 @@ private final class FeedCentral: NSObject, CBCentralManagerDelegate, CBPeriphera
 
 @Suite("corebluetoothd: managers on the daemon (CB_TRANSPORT=daemon:PATH)")
 struct DaemonTransportTests {
-    @Test func anIOSStyleCentralOnTheDaemonUsesAPeripheralOnTheRadioAndAnotherHearsNothingOfIt() throws {
+    @Test func anIOSStyleCentralOnTheDaemonUsesAPeripheralOnTheRadioAndAnotherHearsNothingOfIt() async throws {
         // The shared radio (as `cbtool radio --listen`), in this process.
         let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
         defer { radioLoop.shutdown() }
@@ -120,7 +131,7 @@ struct DaemonTransportTests {
         let device = HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd")
         let started = Shared<Bool?>(nil)
         proxy.loop.execute { device.start { result in started.update { $0 = (try? result.get()) != nil } } }
-        #expect(waitUntil(timeout: .seconds(10)) { started.update { $0 } != nil })
+        #expect(await eventually(timeout: .seconds(10)) { started.update { $0 } != nil })
         #expect(started.update { $0 } == true)
         let socketPath = temporaryPath("corebluetoothd.sock")
         let daemon = try DaemonServer(path: socketPath, device: device)
@@ -139,26 +150,26 @@ struct DaemonTransportTests {
         other.manager = CBCentralManager(delegate: other, queue: DispatchQueue(label: "other"),
                                          options: [CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)"])
 
-        #expect(waitUntil(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.count >= 1 }, "\(app.log)")
+        #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.count >= 1 }, "\(app.log)")
         #expect(app.values.first == Data([0x2A]))
         #expect(app.log.starts(with: ["state 5", "discovered Feed", "connected"]))
-        #expect(waitUntil(timeout: .seconds(5)) { peripheral.subscribers == 1 })
+        #expect(await eventually(timeout: .seconds(5)) { peripheral.subscribers == 1 })
         // A notification through the daemon.
         _ = peripheral.manager.updateValue(Data([0x01, 0x02]), for: peripheral.characteristic, onSubscribedCentrals: nil)
-        #expect(waitUntil(timeout: .seconds(5)) { app.values.contains(Data([0x01, 0x02])) })
+        #expect(await eventually(timeout: .seconds(5)) { app.values.contains(Data([0x01, 0x02])) })
         // The other client of the daemon scanned for something else: none of the app's callbacks.
         #expect(other.log == ["state 5"])
         #expect(app.manager.state == .poweredOn && other.manager.state == .poweredOn)
 
         app.manager.cancelPeripheralConnection(try #require(app.peripheral))
-        #expect(waitUntil(timeout: .seconds(5)) { app.log.last == "disconnected" })
+        #expect(await eventually(timeout: .seconds(5)) { app.log.last == "disconnected" })
     }
 
-    @Test func aManagerWithNoDaemonIsUnsupportedWithTheReason() throws {
+    @Test func aManagerWithNoDaemonIsUnsupportedWithTheReason() async throws {
         let app = FeedCentral(scanFor: serviceUUID)
         app.manager = CBCentralManager(delegate: app, queue: DispatchQueue(label: "app"),
                                        options: [CBManagerOptionLinuxTransportKey: "daemon:\(temporaryPath("nobody.sock"))"])
-        #expect(waitUntil(timeout: .seconds(5)) { app.log == ["state 2"] })
+        #expect(await eventually(timeout: .seconds(5)) { app.log == ["state 2"] })
         #expect(app.manager.linuxUnavailableReason?.contains("no daemon at") == true)
     }
 }
@@ -169,7 +180,7 @@ struct DaemonProcessTests {
     static let binary = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent(".build/debug/corebluetoothd").path
 
-    @Test func aCentralInThisProcessUsesTheDaemonProcessAndHearsItGo() throws {
+    @Test func aCentralInThisProcessUsesTheDaemonProcessAndHearsItGo() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first: \(Self.binary)")
         let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
         defer { radioLoop.shutdown() }
@@ -185,7 +196,7 @@ struct DaemonProcessTests {
         daemon.standardError = FileHandle.nullDevice
         try daemon.run()
         defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
-        #expect(waitUntil(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socketPath) })
+        #expect(await eventually(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socketPath) })
 
         let peripheral = FeedPeripheral()
         peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
@@ -193,14 +204,14 @@ struct DaemonProcessTests {
         let app = FeedCentral(scanFor: serviceUUID)
         app.manager = CBCentralManager(delegate: app, queue: DispatchQueue(label: "app"),
                                        options: [CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)"])
-        #expect(waitUntil(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.first == Data([0x2A]) }, "\(app.log)")
+        #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.first == Data([0x2A]) }, "\(app.log)")
 
         // The daemon goes (SIGTERM): the link is reported lost, and the manager unusable, with why.
         daemon.terminate()
-        daemon.waitUntilExit()
+        #expect(await eventually(timeout: .seconds(10)) { !daemon.isRunning })
         #expect(daemon.terminationStatus == 0)
         #expect(!FileManager.default.fileExists(atPath: socketPath))
-        #expect(waitUntil(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 2"] }, "\(app.log)")
+        #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 2"] }, "\(app.log)")
         #expect(app.manager.linuxUnavailableReason?.contains("corebluetoothd") == true)
     }
 }
