@@ -36,6 +36,8 @@ let package = Package(
         .library(name: "CoreBluetoothAsync", targets: ["CoreBluetoothAsync"]),
         .executable(name: "cbtool", targets: ["cbtool"]),
         .executable(name: "cbbench", targets: ["cbbench"]),
+        // One controller shared by processes (docs/daemon.md).
+        .executable(name: "corebluetoothd", targets: ["corebluetoothd"]),
     ],
     dependencies: [
         // AES-128 (LE Encrypt, link-layer session keys) now; AES-CMAC and P-256 for SMP next.
@@ -107,6 +109,22 @@ let package = Package(
             "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
             "SMP", "L2CAP",
         ]),
+        // corebluetoothd's wire protocol (docs/daemon.md): the role-service boundary's calls and
+        // events as versioned, length-prefixed messages; one encoder and one decoder each.
+        .target(name: "DaemonProtocol", dependencies: ["ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT"]),
+        // corebluetoothd's side of the protocol: a client's sessions (one role service each)
+        // on the daemon's host device, messages in and out.
+        .target(name: "CoreBluetoothDaemon", dependencies: [
+            "DaemonProtocol", "RoleServices", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT",
+            "AssignedNumbers", "Scheduling", "VirtualController",
+        ]),
+        // The daemon: a thin entry to CoreBluetoothDaemon's command.
+        .executableTarget(name: "corebluetoothd", dependencies: ["CoreBluetoothDaemon"]),
+        // A process's managers on corebluetoothd: the role-service boundary implemented with
+        // messages over the daemon's socket.
+        .target(name: "RemoteRoles", dependencies: [
+            "DaemonProtocol", "RoleServices", "HostDevice", "HCI", "HCIDriver", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
+        ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
@@ -120,7 +138,8 @@ let package = Package(
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
         .target(name: "CoreBluetooth", dependencies: [
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
-            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding",
+            "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding", "DaemonProtocol",
+            "RemoteRoles",
         ]),
         // Linux extension: async/await and AsyncSequence over the same managers and objects,
         // hearing their delegate events through an event tap (the app keeps its delegate).
@@ -173,6 +192,15 @@ let package = Package(
             "CoreBluetooth", "CBTool",
         ]),
         .testTarget(name: "AssignedNumbersTests", dependencies: ["AssignedNumbers"]),
+        .testTarget(name: "DaemonProtocolTests", dependencies: [
+            "DaemonProtocol", "ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT", "Scheduling",
+        ]),
+        // Daemon clients' sessions, the socket, and managers on a daemon, against peripherals on
+        // a virtual radio.
+        .testTarget(name: "CoreBluetoothDaemonTests", dependencies: [
+            "CoreBluetoothDaemon", "DaemonProtocol", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GATT", "ATT",
+            "AssignedNumbers", "Scheduling", "VirtualController", "CoreBluetooth", "TestTools",
+        ]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
             "HCITransport", "ATTTesting", "TestSupport",

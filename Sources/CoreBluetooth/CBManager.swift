@@ -2,7 +2,9 @@ import Dispatch
 import Foundation
 import HCITransport
 import HostDevice
+import DaemonProtocol
 import HostStack
+import RemoteRoles
 import SMP
 import Scheduling
 
@@ -53,25 +55,74 @@ open class CBManager: NSObject, @unchecked Sendable {
     open class var authorization: CBManagerAuthorization { ProcessAuthorization.current }
 
     let callbacks: CallbackQueue
-    /// Nil when the options or `CB_TRANSPORT` named no usable controller (`deviceProblem` says why).
+    /// Nil when the options or `CB_TRANSPORT` named no usable controller (`deviceProblem` says
+    /// why), or named `corebluetoothd` (`remote`).
     let device: LocalDevice?
     let deviceProblem: DeviceError?
+    /// The connection to `corebluetoothd` when the transport is `daemon` or `daemon:PATH`: the
+    /// manager's role is the daemon's, reached through messages (docs/daemon.md).
+    let remote: DaemonSessionHost?
 
     /// A loop for the callback queue of a manager without a device (it never runs anything).
     private static let idleLoop = EventLoop(name: "CoreBluetooth idle", pacing: .manual)
 
     init(queue: DispatchQueue?, options: [String: Any]?) {
-        switch LocalDevice.make(options: options) {
-        case .success(let device):
-            self.device = device
+        switch Self.daemon(options: options) {
+        case .success(let host)?:
+            remote = host
+            device = nil
             deviceProblem = nil
-        case .failure(let problem):
+        case .failure(let problem)?:
+            remote = nil
             device = nil
             deviceProblem = problem
+        case nil:
+            remote = nil
+            switch LocalDevice.make(options: options) {
+            case .success(let device):
+                self.device = device
+                deviceProblem = nil
+            case .failure(let problem):
+                device = nil
+                deviceProblem = problem
+            }
         }
-        callbacks = CallbackQueue(queue: queue, clock: device?.loop ?? Self.idleLoop)
+        callbacks = CallbackQueue(queue: queue, clock: device?.loop ?? remote?.loop ?? Self.idleLoop)
         super.init()
     }
+
+    /// The daemon the transport names (`daemon:PATH`, or `daemon`: the user's socket, then the
+    /// system's), in the order a controller is chosen (the option, a radio, `CB_TRANSPORT`);
+    /// nil when it names none.
+    static func daemon(options: [String: Any]?,
+                       environment: [String: String] = ProcessInfo.processInfo.environment) -> Result<DaemonSessionHost, DeviceError>? {
+        let text: String
+        if let option = options?[CBManagerOptionLinuxTransportKey] as? String {
+            text = option
+        } else if options?[CBManagerOptionLinuxRadioKey] != nil || CBVirtualRadio.current != nil {
+            return nil
+        } else if let variable = environment[TransportSpec.environmentVariable] {
+            text = variable
+        } else {
+            return nil
+        }
+        let prefix = "daemon:"
+        guard text == "daemon" || text.hasPrefix(prefix) else { return nil }
+        let paths = text == "daemon" ? DaemonSocketPath.clientCandidates(environment: environment) : [String(text.dropFirst(prefix.count))]
+        let name = ProcessInfo.processInfo.processName
+        var problems: [String] = []
+        for path in paths {
+            do {
+                return .success(try DaemonSessionHost.connecting(to: path, name: name))
+            } catch {
+                problems.append("\(error)")
+            }
+        }
+        return .failure(DeviceError(description: problems.joined(separator: "; ")))
+    }
+
+    /// The loop the manager's role runs on: its device's, or its daemon connection's.
+    var roleLoop: EventLoop? { device?.loop ?? remote?.loop }
 
     deinit {
         guard let device else { return }
@@ -109,6 +160,7 @@ open class CBManager: NSObject, @unchecked Sendable {
     /// Starts the device; subclasses call it at the end of their init. The state callback
     /// follows: `.poweredOn`, or `.unsupported` when the controller cannot be used.
     func startDevice() {
+        if let remote { return startRemote(remote) }
         guard let device else {
             let reason = deviceProblem?.description ?? "?"
             synchronized { unavailableReasonStorage = reason }
@@ -119,6 +171,21 @@ open class CBManager: NSObject, @unchecked Sendable {
         device.loop.execute { [weak self] in
             self?.attemptStart(on: device, failingSince: nil)
         }
+    }
+
+    /// The manager's device is the daemon's: subclasses open their role's session there. This
+    /// one (a role the daemon does not serve yet) is `.unsupported`.
+    func startRemote(_ remote: DaemonSessionHost) {
+        deliverRemoteState(CBManagerState.unsupported.rawValue, reason: "corebluetoothd does not serve this role yet")
+    }
+
+    /// A state the daemon reported for this manager's session (a `CBManagerState` raw value),
+    /// with why it is not powered on.
+    func deliverRemoteState(_ raw: Int, reason: String?) {
+        let state = CBManagerState(rawValue: raw) ?? .unsupported
+        synchronized { unavailableReasonStorage = state == .poweredOn ? nil : reason }
+        if state != .poweredOn, let reason { StackLog.deviceProblem("Bluetooth device unusable: \(reason)") }
+        deliverState(state)
     }
 
     /// The path the `setcap` advice names: this process's executable.

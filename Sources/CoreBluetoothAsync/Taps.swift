@@ -160,8 +160,10 @@ final class Outcome<Value: Sendable>: Sendable {
                 if let early { continuation.resume(with: early) }
             }
         } onCancel: {
-            onCancel()
+            // Finished first: what `onCancel` starts (a cancelled connection's disconnection)
+            // must not finish the wait with its own outcome before the cancellation does.
             self.finish(.failure(CancellationError()))
+            onCancel()
         }
     }
 }

@@ -28,7 +28,7 @@ public protocol CentralLinkEvents: AnyObject {
 /// fast as its buffers drain.
 ///
 /// Loop-confined.
-public final class CentralLink: ATTBearerListener, @unchecked Sendable {
+public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked Sendable {
     public let connection: DeviceConnection
     /// Who hears of the link on the API side; nil until the API side takes the link.
     @exclusivity(unchecked) public weak var events: CentralLinkEvents?
@@ -83,6 +83,48 @@ public final class CentralLink: ATTBearerListener, @unchecked Sendable {
                 }
             }
         }
+    }
+
+    // MARK: The GATT procedures (the boundary's, on the connection's GATT client)
+
+    public func discoverPrimaryServices(uuid: BluetoothUUID?,
+                                        completion: @escaping (Result<[DiscoveredService], GATTClientError>) -> Void) {
+        guard let uuid else { return client.discoverPrimaryServices(completion: completion) }
+        client.discoverPrimaryServices(uuid: uuid, completion: completion)
+    }
+
+    public func discoverIncludedServices(of service: DiscoveredService,
+                                         completion: @escaping (Result<[DiscoveredIncludedService], GATTClientError>) -> Void) {
+        client.discoverIncludedServices(of: service, completion: completion)
+    }
+
+    public func discoverCharacteristics(of service: DiscoveredService,
+                                        completion: @escaping (Result<[DiscoveredCharacteristic], GATTClientError>) -> Void) {
+        client.discoverCharacteristics(of: service, completion: completion)
+    }
+
+    public func discoverDescriptors(of characteristic: DiscoveredCharacteristic,
+                                    completion: @escaping (Result<[DiscoveredDescriptor], GATTClientError>) -> Void) {
+        client.discoverDescriptors(of: characteristic, completion: completion)
+    }
+
+    public func readValue(of handle: ATTHandle, completion: @escaping (Result<[UInt8], GATTClientError>) -> Void) {
+        client.readValue(of: handle, completion: completion)
+    }
+
+    public func writeValue(_ value: [UInt8], to handle: ATTHandle, completion: @escaping (Result<Void, GATTClientError>) -> Void) {
+        client.writeValue(value, to: handle, completion: completion)
+    }
+
+    public func subscribe(to characteristic: DiscoveredCharacteristic, clientConfiguration: ATTHandle?,
+                          onValue: @escaping ([UInt8]) -> Void, completion: @escaping (Result<Void, GATTClientError>) -> Void) {
+        client.subscribe(to: characteristic, clientConfiguration: clientConfiguration, onValue: onValue,
+                         completion: { completion($0.map { _ in () }) })
+    }
+
+    public func unsubscribe(from characteristic: DiscoveredCharacteristic, clientConfiguration: ATTHandle?,
+                            completion: @escaping (Result<Void, GATTClientError>) -> Void) {
+        client.unsubscribe(from: characteristic, clientConfiguration: clientConfiguration, completion: completion)
     }
 
     // MARK: Writes without response

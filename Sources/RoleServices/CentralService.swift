@@ -39,20 +39,20 @@ public protocol CentralServiceEvents: AnyObject {
     /// A device the scan matched: what it advertises now (its advertisement and scan response
     /// merged), reported once per change unless the scan allows duplicates. `raw` is the
     /// advertisement's and the scan response's bytes as received.
-    func central(_ service: CentralService, didDiscover peer: LEAddress, advertisement: AdvertisingData,
+    func central(_ service: any CentralRole, didDiscover peer: LEAddress, advertisement: AdvertisingData,
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?)
     /// The controller refused to scan: the scan is off.
-    func centralScanFailed(_ service: CentralService)
+    func centralScanFailed(_ service: any CentralRole)
     /// A connection asked for is ready (ATT MTU exchanged), or was asked for again while up.
     /// The API side sets `link.events` to hear of the link.
-    func central(_ service: CentralService, didConnect link: CentralLink)
-    func central(_ service: CentralService, didFailToConnect peer: LEAddress, error: DeviceConnectError)
+    func central(_ service: any CentralRole, didConnect link: any CentralRoleLink)
+    func central(_ service: any CentralRole, didFailToConnect peer: LEAddress, error: DeviceConnectError)
     /// A connection ended. `isReconnecting`: the peer went away and, as the API side asked
     /// (auto-reconnect), the service is connecting to it again; `didConnect` follows when it is
     /// back, and `cancel` stops trying.
-    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool)
+    func central(_ service: any CentralRole, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool)
     /// The controller is gone: every scan and connection ended with it.
-    func central(_ service: CentralService, deviceDidClose error: HCITransportError?)
+    func central(_ service: any CentralRole, deviceDidClose error: HCITransportError?)
 }
 
 /// The central role of one API client, a client of the host device, on the device's loop: the
@@ -63,7 +63,7 @@ public protocol CentralServiceEvents: AnyObject {
 /// carries between processes.
 ///
 /// Loop-confined, once the device started.
-public final class CentralService: HostDeviceClient, @unchecked Sendable {
+public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sendable {
     public weak var events: CentralServiceEvents?
     /// Logs what the service drops or refuses; nil logs nothing.
     public var log: (@Sendable (String) -> Void)?
@@ -240,27 +240,30 @@ public final class CentralService: HostDeviceClient, @unchecked Sendable {
     }
 
     /// The link to `peer`, if it is connected.
-    public func link(for peer: LEAddress) -> CentralLink? { links[peer] }
+    public func link(for peer: LEAddress) -> (any CentralRoleLink)? { links[peer] }
 
     // MARK: - The connection's radio
 
     /// Reads the RSSI of a link (dBm).
-    public func readRSSI(_ link: CentralLink, completion: @escaping (Result<Int8, HCIError>) -> Void) {
+    public func readRSSI(of peer: LEAddress, completion: @escaping (Result<Int8, HCIError>) -> Void) {
         guard let device else { return completion(.failure(.notSupported("the device is off"))) }
+        guard let link = links[peer] else { return completion(.failure(.notSupported("the peer is not connected"))) }
         device.readRSSI(link.connection, completion: completion)
     }
 
     /// Opens a credit-based channel to `psm` on a link's peer (pairing first if the peer
     /// asks for security, as iOS does).
-    public func openChannel(_ link: CentralLink, psm: UInt16, completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void) {
-        guard let device else { return completion(.failure(.disconnected)) }
+    public func openChannel(to peer: LEAddress, psm: UInt16,
+                            completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void) {
+        guard let device, let link = links[peer] else { return completion(.failure(.disconnected)) }
         device.openChannel(on: link.connection, psm: psm) { result in
             completion(result.map { RoleChannel(channel: $0, peer: link.peer) })
         }
     }
 
     /// Asks for a PHY both ways on a link (fire and forget: the peer may refuse).
-    public func setPHY(_ link: CentralLink, _ phy: LEPHY) {
+    public func setPHY(of peer: LEAddress, _ phy: LEPHY) {
+        guard let link = links[peer] else { return }
         device?.setPHY(link.connection, tx: [phy], rx: [phy]) { [log] result in
             if case .failure(let error) = result { log?("LE Set PHY failed: \(error)") }
         }

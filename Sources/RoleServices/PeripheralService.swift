@@ -74,33 +74,33 @@ public struct PeripheralUpdate: Sendable {
 public protocol PeripheralServiceEvents: AnyObject {
     /// A central connected, or a connection the device made otherwise first used this
     /// client's services: `central` names it in every later event until `centralDisconnected`.
-    func peripheral(_ service: PeripheralService, centralConnected central: Int, peer: LEAddress, mtu: Int)
-    func peripheral(_ service: PeripheralService, central: Int, mtuChanged mtu: Int)
+    func peripheral(_ service: any PeripheralRole, centralConnected central: Int, peer: LEAddress, mtu: Int)
+    func peripheral(_ service: any PeripheralRole, central: Int, mtuChanged mtu: Int)
     /// The central is gone (or the device stopped); the requests it left unanswered are dropped.
-    func peripheral(_ service: PeripheralService, centralDisconnected central: Int, abandonedRequests: [Int])
+    func peripheral(_ service: any PeripheralRole, centralDisconnected central: Int, abandonedRequests: [Int])
     /// A read of a dynamic value, to answer with `answer(_:error:value:)`.
-    func peripheral(_ service: PeripheralService, readRequest id: Int, central: Int, handle: ATTHandle, offset: Int)
+    func peripheral(_ service: any PeripheralRole, readRequest id: Int, central: Int, handle: ATTHandle, offset: Int)
     /// Writes of dynamic values: `id` is -1 for a Write Command (already answered), else the
     /// request to answer once.
-    func peripheral(_ service: PeripheralService, writeRequest id: Int, writes: [PeripheralWrite])
-    func peripheral(_ service: PeripheralService, central: Int, subscribedTo handle: ATTHandle)
-    func peripheral(_ service: PeripheralService, central: Int, unsubscribedFrom handle: ATTHandle)
+    func peripheral(_ service: any PeripheralRole, writeRequest id: Int, writes: [PeripheralWrite])
+    func peripheral(_ service: any PeripheralRole, central: Int, subscribedTo handle: ATTHandle)
+    func peripheral(_ service: any PeripheralRole, central: Int, unsubscribedFrom handle: ATTHandle)
     /// Half the update budget is free again after `acceptUpdate` refused one.
-    func peripheralReadyToUpdateSubscribers(_ service: PeripheralService)
+    func peripheralReadyToUpdateSubscribers(_ service: any PeripheralRole)
     /// The answer to `publish`.
-    func peripheral(_ service: PeripheralService, didPublish key: Int, result: Result<GATTServiceHandles, PeripheralPublishError>)
+    func peripheral(_ service: any PeripheralRole, didPublish key: Int, result: Result<GATTServiceHandles, PeripheralPublishError>)
     /// The answer to `unpublish` (and one per service for `unpublishAll`).
-    func peripheral(_ service: PeripheralService, didUnpublish key: Int, error: PeripheralUnpublishError?)
+    func peripheral(_ service: any PeripheralRole, didUnpublish key: Int, error: PeripheralUnpublishError?)
     /// The answer to `startAdvertising`: `error` nil when it started; `isOn` false when it did
     /// not, or was stopped while starting.
-    func peripheral(_ service: PeripheralService, didStartAdvertising error: PeripheralAdvertisingError?, isOn: Bool)
+    func peripheral(_ service: any PeripheralRole, didStartAdvertising error: PeripheralAdvertisingError?, isOn: Bool)
     /// Advertising is off: asked for, or it could not go on after a central connected.
-    func peripheralAdvertisingStopped(_ service: PeripheralService)
+    func peripheralAdvertisingStopped(_ service: any PeripheralRole)
     /// The controller is gone.
-    func peripheral(_ service: PeripheralService, deviceDidClose error: HCITransportError?)
+    func peripheral(_ service: any PeripheralRole, deviceDidClose error: HCITransportError?)
     /// A central opened a channel to a PSM this service published (`central` as in the other
     /// events; the channel's events go to whoever the API side sets).
-    func peripheral(_ service: PeripheralService, central: Int, didOpen channel: RoleChannel)
+    func peripheral(_ service: any PeripheralRole, central: Int, didOpen channel: RoleChannel)
 }
 
 /// The peripheral role of one API client, a client of the host device, on the device's loop:
@@ -111,7 +111,7 @@ public protocol PeripheralServiceEvents: AnyObject {
 ///
 /// Loop-confined once the device started, except `acceptUpdate` (the inbox behind its lock),
 /// which the app's threads call without waiting for the loop.
-public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
+public final class PeripheralService: HostDeviceClient, PeripheralRole, @unchecked Sendable {
     @exclusivity(unchecked) public weak var events: PeripheralServiceEvents?
     /// Logs what the service drops or refuses; nil logs nothing.
     @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
@@ -421,15 +421,17 @@ public final class PeripheralService: HostDeviceClient, @unchecked Sendable {
     // MARK: - Channels
 
     /// Publishes a channel server on a dynamic PSM (or `psm`, an SPSM the program names).
-    public func publishChannel(psm: UInt16? = nil, requiresEncryption: Bool) -> Result<UInt16, ChannelPublishError> {
-        guard let device else { return .failure(.noFreePSM) }
-        return device.publishChannel(for: self, psm: psm, requiresEncryption: requiresEncryption)
+    /// `completion` runs before this returns.
+    public func publishChannel(psm: UInt16?, requiresEncryption: Bool,
+                               completion: @escaping (Result<UInt16, ChannelPublishError>) -> Void) {
+        guard let device else { return completion(.failure(.noFreePSM)) }
+        completion(device.publishChannel(for: self, psm: psm, requiresEncryption: requiresEncryption))
     }
 
     /// Stops accepting channels to `psm` (open ones stay). False when this service did not
-    /// publish it.
-    public func unpublishChannel(_ psm: UInt16) -> Bool {
-        device?.unpublishChannel(psm, for: self) ?? false
+    /// publish it. `completion` runs before this returns.
+    public func unpublishChannel(_ psm: UInt16, completion: @escaping (Bool) -> Void) {
+        completion(device?.unpublishChannel(psm, for: self) ?? false)
     }
 
     public func device(_ device: HostDevice, didOpen channel: L2CAPCreditChannel, on connection: DeviceConnection, psm: UInt16) {

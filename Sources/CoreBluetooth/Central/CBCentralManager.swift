@@ -5,6 +5,7 @@ import Foundation
 import HCI
 import HostDevice
 import HostStack
+import RemoteRoles
 import RoleServices
 import SMP
 
@@ -43,6 +44,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// what turns its events (values) into objects and delegate calls.
     private let service = CentralService()
     private let events = CentralEvents()
+    /// The central role on `corebluetoothd` instead, when the manager's transport names it:
+    /// set once in init, before the manager is shared.
+    private var remoteRole: RemoteCentralRole?
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     private var taps = EventTaps<CBCentralManagerDelegate>()
 
@@ -74,7 +78,32 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         events.manager = self
         service.events = events
         service.log = StackLog.sink
+        if let remote {
+            let role = RemoteCentralRole(host: remote)
+            role.events = events
+            remoteRole = role
+        }
         startDevice()
+    }
+
+    deinit {
+        // The daemon ends the session (its scan and connections with it).
+        if let remoteRole, let remote { remote.loop.execute { remoteRole.close() } }
+    }
+
+    override func startRemote(_ remote: DaemonSessionHost) {
+        guard let remoteRole else { return }
+        remote.loop.execute { [weak self] in
+            remoteRole.open { state, reason in
+                guard let self else { return }
+                if state != CBManagerState.poweredOn.rawValue {
+                    // What the device's stop does in the process (the daemon ended the links).
+                    synchronized { self.isScanningStorage = false }
+                    for peripheral in self.livePeripherals() { peripheral.linkClosed() }
+                }
+                self.deliverRemoteState(Int(state), reason: reason)
+            }
+        }
     }
 
     override func stateDidChange() {
@@ -131,8 +160,22 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         for peripheral in livePeripherals() { peripheral.linkClosed() }
     }
 
-    /// Runs `body` on the device's loop with the central role service, if the device is on.
-    func onService(_ body: @escaping @Sendable (CentralService) -> Void) {
+    /// Runs `body` on the device's loop with the central role, if the device is on: what the
+    /// API asks goes through the role-service boundary.
+    func onService(_ body: @escaping @Sendable (any CentralRole) -> Void) {
+        if let remoteRole, let remote {
+            remote.loop.execute {
+                guard remoteRole.isOn else { return }
+                body(remoteRole)
+            }
+            return
+        }
+        onInProcessService { body($0) }
+    }
+
+    /// ``onService(_:)`` with the in-process role service itself, for what has not crossed
+    /// the boundary yet (pairing a link).
+    func onInProcessService(_ body: @escaping @Sendable (CentralService) -> Void) {
         guard let device else { return }
         let service = self.service
         device.loop.execute {
@@ -279,12 +322,14 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         // iOS 17: reconnect by itself after the peer goes away, until cancelled.
         let autoReconnect = Self.bool(options?[CBConnectPeripheralOptionEnableAutoReconnect])
         let delay: Duration = seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : .zero
+        let loop = roleLoop
         onService { service in
             if delay == .zero {
                 service.connect(address, autoReconnect: autoReconnect)
             } else {
-                _ = service.device?.loop.schedule(after: delay) { [weak service] in
-                    service?.connect(address, autoReconnect: autoReconnect)
+                _ = loop?.schedule(after: delay) { [weak service] in
+                    guard let service, service.isOn else { return }
+                    service.connect(address, autoReconnect: autoReconnect)
                 }
             }
         }

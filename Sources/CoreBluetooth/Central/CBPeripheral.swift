@@ -147,7 +147,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     }
 
     /// Runs `body` on the device's loop with the peripheral's link, if it is still up.
-    private func onLink(_ body: @escaping @Sendable (CentralLink, CentralService) -> Void) {
+    private func onLink(_ body: @escaping @Sendable (any CentralRoleLink, any CentralRole) -> Void) {
         guard let manager else { return }
         let address = self.address
         manager.onService { service in
@@ -200,11 +200,11 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                     delegate.peripheral(peripheral, didDiscoverServices: error)
                 }
             }
-            guard let wanted else { return link.client.discoverPrimaryServices(completion: finish) }
+            guard let wanted else { return link.discoverPrimaryServices(uuid: nil, completion: finish) }
             // Discover Primary Service by Service UUID, once per UUID, gathered into one answer.
             let gathered = Gathered<DiscoveredService>(count: wanted.count)
             for uuid in wanted {
-                link.client.discoverPrimaryServices(uuid: uuid) { result in
+                link.discoverPrimaryServices(uuid: uuid) { result in
                     if let all = gathered.add(result) { finish(all) }
                 }
             }
@@ -249,7 +249,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
               let target = Self.discovered(service) else { return }
         let wanted = includedServiceUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
         onLink { [weak self] link, _ in
-            link.client.discoverIncludedServices(of: target) { result in
+            link.discoverIncludedServices(of: target) { result in
                 self?.report(result, apply: { found in
                     self?.mergeIncluded(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
                 }) { peripheral, delegate, error in
@@ -286,7 +286,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
               let target = Self.discovered(service) else { return }
         let wanted = characteristicUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
         onLink { [weak self] link, _ in
-            link.client.discoverCharacteristics(of: target) { result in
+            link.discoverCharacteristics(of: target) { result in
                 self?.report(result, apply: { found in
                     self?.mergeCharacteristics(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
                 }) { peripheral, delegate, error in
@@ -337,7 +337,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             return deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
         }
         onLink { [weak self] link, _ in
-            link.client.readValue(of: target.valueHandle) { result in
+            link.readValue(of: target.valueHandle) { result in
                 self?.deliverValue(result, for: characteristic)
             }
         }
@@ -404,7 +404,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             return deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error) }
         }
         onLink { [weak self] link, _ in
-            link.client.writeValue(bytes, to: target.valueHandle) { result in
+            link.writeValue(bytes, to: target.valueHandle) { result in
                 self?.report(result) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
                 }
@@ -442,11 +442,11 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 }
             }
             if enabled {
-                link.client.subscribe(to: target, clientConfiguration: cccd, onValue: { [weak self] bytes in
+                link.subscribe(to: target, clientConfiguration: cccd, onValue: { [weak self] bytes in
                     self?.deliverValue(.success(bytes), for: characteristic)
-                }, completion: { finish($0.map { _ in () }) })
+                }, completion: finish)
             } else {
-                link.client.unsubscribe(from: target, clientConfiguration: cccd, completion: finish)
+                link.unsubscribe(from: target, clientConfiguration: cccd, completion: finish)
             }
         }
     }
@@ -457,7 +457,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     open func discoverDescriptors(for characteristic: CBCharacteristic) {
         guard requireConnected("discoverDescriptors(for:)"), let target = requireOwn(characteristic, "discoverDescriptors(for:)") else { return }
         onLink { [weak self] link, _ in
-            link.client.discoverDescriptors(of: target) { result in
+            link.discoverDescriptors(of: target) { result in
                 self?.report(result, apply: { self?.mergeDescriptors($0, into: characteristic) }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
                 }
@@ -489,7 +489,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     open func readValue(for descriptor: CBDescriptor) {
         guard requireConnected("readValue(for:)"), let handle = requireOwn(descriptor, "readValue(for:)") else { return }
         onLink { [weak self] link, _ in
-            link.client.readValue(of: handle) { result in
+            link.readValue(of: handle) { result in
                 guard let self else { return }
                 switch result {
                 case .success(let bytes):
@@ -515,7 +515,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
         let bytes = data.byteArray
         onLink { [weak self] link, _ in
-            link.client.writeValue(bytes, to: handle) { result in
+            link.writeValue(bytes, to: handle) { result in
                 self?.report(result) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error)
                 }
@@ -529,7 +529,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     open func readRSSI() {
         guard requireConnected("readRSSI()") else { return }
         onLink { [weak self] link, service in
-            service.readRSSI(link) { result in
+            service.readRSSI(of: link.peer) { result in
                 guard let self else { return }
                 switch result {
                 case .success(let rssi):
@@ -557,9 +557,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// link, the central pairs (or encrypts with the bond's key) and tries again, as iOS does.
     open func openL2CAPChannel(_ PSM: CBL2CAPPSM) {
         guard requireConnected("openL2CAPChannel(_:)") else { return }
+        // Role events come on the device's loop: the channel's bridge works there.
+        guard let loop = manager?.roleLoop else { return }
         onLink { [weak self] link, service in
-            let loop = link.loop
-            service.openChannel(link, psm: PSM) { result in
+            service.openChannel(to: link.peer, psm: PSM) { result in
                 guard let self else {
                     if case .success(let channel) = result { channel.close() }
                     return
@@ -688,6 +689,6 @@ extension CBPeripheral {
         case .le2M: .le2M
         case .leCoded: .leCoded
         }
-        onLink { link, service in service.setPHY(link, wanted) }
+        onLink { link, service in service.setPHY(of: link.peer, wanted) }
     }
 }

@@ -12,7 +12,7 @@ import RoleServices
 final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     weak var manager: CBCentralManager?
 
-    func central(_ service: CentralService, didDiscover peer: LEAddress, advertisement data: AdvertisingData,
+    func central(_ service: any CentralRole, didDiscover peer: LEAddress, advertisement data: AdvertisingData,
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
         guard let manager else { return }
         let peripheral = manager.peripheral(for: peer, advertisedName: data.localName, advertisedServices: data.serviceUUIDs)
@@ -27,23 +27,23 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
         }
     }
 
-    func centralScanFailed(_ service: CentralService) {
+    func centralScanFailed(_ service: any CentralRole) {
         manager?.scanFailed()
     }
 
-    func central(_ service: CentralService, didConnect link: CentralLink) {
+    func central(_ service: any CentralRole, didConnect link: any CentralRoleLink) {
         // Nobody holds the peripheral any more: the link is left untaken and the service ends it.
         guard let manager, let peripheral = manager.existingPeripheral(for: link.peer) else { return }
         link.events = peripheral.linkEvents
         manager.didConnect(peripheral)
     }
 
-    func central(_ service: CentralService, didFailToConnect peer: LEAddress, error: DeviceConnectError) {
+    func central(_ service: any CentralRole, didFailToConnect peer: LEAddress, error: DeviceConnectError) {
         guard let peripheral = manager?.existingPeripheral(for: peer) else { return }
         manager?.didFailToConnect(peripheral, error: CBError(.connectionFailed, description: "The connection failed: \(error)."))
     }
 
-    func central(_ service: CentralService, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool) {
+    func central(_ service: any CentralRole, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool) {
         guard let manager, let peripheral = manager.existingPeripheral(for: peer) else { return }
         switch cause {
         case .requested(let notify):
@@ -57,7 +57,7 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
         }
     }
 
-    func central(_ service: CentralService, deviceDidClose error: HCITransportError?) {
+    func central(_ service: any CentralRole, deviceDidClose error: HCITransportError?) {
         manager?.hostDidClose(error)
     }
 

@@ -117,8 +117,8 @@ extension CBCentralManager {
         }
         let address = peripheral.address
         let callbacks = self.callbacks
-        onService { service in
-            guard let hostDevice = device.hostDevice, let link = service.link(for: address), !link.isClosed else {
+        onInProcessService { service in
+            guard let hostDevice = device.hostDevice, let link = service.links[address], !link.isClosed else {
                 return callbacks.async { completion(CBError(.peripheralDisconnected)) }
             }
             hostDevice.pair(link.connection) { result in

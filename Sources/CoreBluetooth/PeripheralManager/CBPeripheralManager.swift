@@ -16,6 +16,9 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// (values) into objects and delegate calls.
     private let service = PeripheralService()
     private let events = PeripheralEvents()
+    /// What the API calls: the role-service boundary (the in-process service here; its life
+    /// on the device stays with `service`).
+    private var role: any PeripheralRole { service }
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     private var taps = EventTaps<CBPeripheralManagerDelegate>()
 
@@ -77,10 +80,10 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
 
     /// Runs `body` on the device's loop with the peripheral role service and the API side's
     /// events, if the device is on.
-    private func onService(_ body: @escaping @Sendable (PeripheralService, PeripheralEvents) -> Void) {
+    private func onService(_ body: @escaping @Sendable (any PeripheralRole, PeripheralEvents) -> Void) {
         guard let device else { return }
-        let (service, events) = (self.service, self.events)
-        device.loop.execute { if service.isOn { body(service, events) } }
+        let (role, events) = (self.role, self.events)
+        device.loop.execute { if role.isOn { body(role, events) } }
     }
 
     /// On the delegate queue (nothing if the manager is gone): runs `update`, then calls the
@@ -246,12 +249,10 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         guard requirePoweredOn("updateValue(_:for:onSubscribedCentrals:)"), let device else { return false }
         // Resolved here, so that only values cross to the loop (0: not published).
         let handle = ATTHandle(synchronized { characteristic.valueHandle })
-        let (accepted, needsDrain) = service.acceptUpdate(PeripheralUpdate(handle: handle, value: value,
-                                                                           centrals: centrals?.map(\.centralID)))
-        if needsDrain {
-            let service = self.service
-            device.loop.execute { service.drainInbox() }
-        }
+        let role = self.role
+        let (accepted, needsDrain) = role.acceptUpdate(PeripheralUpdate(handle: handle, value: value,
+                                                                        centrals: centrals?.map(\.centralID)))
+        if needsDrain { device.loop.execute { role.drainInbox() } }
         return accepted
     }
 
@@ -277,15 +278,16 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
 
     private func publishChannel(psm: CBL2CAPPSM?, encryptionRequired: Bool) {
         onService { [weak self] service, _ in
-            let result = service.publishChannel(psm: psm, requiresEncryption: encryptionRequired)
-            self?.deliver { manager, delegate in
-                switch result {
-                case .success(let psm):
-                    delegate.peripheralManager(manager, didPublishL2CAPChannel: psm, error: nil)
-                case .failure(let failure):
-                    let code: CBError.Code = if case .noFreePSM = failure { .outOfSpace } else { .invalidParameters }
-                    let error = CBError(code, description: "No L2CAP channel could be published: \(failure).")
-                    delegate.peripheralManager(manager, didPublishL2CAPChannel: psm ?? 0, error: error)
+            service.publishChannel(psm: psm, requiresEncryption: encryptionRequired) { result in
+                self?.deliver { manager, delegate in
+                    switch result {
+                    case .success(let psm):
+                        delegate.peripheralManager(manager, didPublishL2CAPChannel: psm, error: nil)
+                    case .failure(let failure):
+                        let code: CBError.Code = if case .noFreePSM = failure { .outOfSpace } else { .invalidParameters }
+                        let error = CBError(code, description: "No L2CAP channel could be published: \(failure).")
+                        delegate.peripheralManager(manager, didPublishL2CAPChannel: psm ?? 0, error: error)
+                    }
                 }
             }
         }
@@ -296,9 +298,10 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     open func unpublishL2CAPChannel(_ PSM: CBL2CAPPSM) {
         guard requirePoweredOn("unpublishL2CAPChannel(_:)") else { return }
         onService { [weak self] service, _ in
-            let removed = service.unpublishChannel(PSM)
-            let error = removed ? nil : CBError(.invalidParameters, description: "No L2CAP channel of this manager is published on PSM \(PSM).")
-            self?.deliver { manager, delegate in delegate.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
+            service.unpublishChannel(PSM) { removed in
+                let error = removed ? nil : CBError(.invalidParameters, description: "No L2CAP channel of this manager is published on PSM \(PSM).")
+                self?.deliver { manager, delegate in delegate.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
+            }
         }
     }
 }

@@ -67,7 +67,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     /// Checks the app's objects (not published twice, included services published first), then
     /// hands the service to the role service under a new key.
-    func publish(_ blueprint: ServiceBlueprint, on roleService: PeripheralService) {
+    func publish(_ blueprint: ServiceBlueprint, on roleService: any PeripheralRole) {
         let service = blueprint.service
         guard keysByService[ObjectIdentifier(service)] == nil else {
             return fail(service, ServiceBlueprint.invalid("service \(service.uuid) is already published"))
@@ -87,7 +87,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         roleService.publish(blueprint.gattService, key: nextKey, includedKeys: included)
     }
 
-    func peripheral(_ roleService: PeripheralService, didPublish key: Int, result: Result<GATTServiceHandles, PeripheralPublishError>) {
+    func peripheral(_ roleService: any PeripheralRole, didPublish key: Int, result: Result<GATTServiceHandles, PeripheralPublishError>) {
         guard let blueprint = publishing.removeValue(forKey: key) else { return }
         let service = blueprint.service
         let handles: GATTServiceHandles
@@ -124,7 +124,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         deliver(updating: placeHandles) { manager, delegate in delegate.peripheralManager(manager, didAdd: service, error: nil) }
     }
 
-    func unpublish(_ service: CBMutableService, on roleService: PeripheralService) {
+    func unpublish(_ service: CBMutableService, on roleService: any PeripheralRole) {
         guard let key = keysByService[ObjectIdentifier(service)] else {
             APIMisuse.report("remove(_:) of service \(service.uuid), which is not published")
             return
@@ -132,7 +132,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         roleService.unpublish(key)
     }
 
-    func peripheral(_ roleService: PeripheralService, didUnpublish key: Int, error: PeripheralUnpublishError?) {
+    func peripheral(_ roleService: any PeripheralRole, didUnpublish key: Int, error: PeripheralUnpublishError?) {
         guard let record = published[key] else { return }
         let service = record.service
         switch error {
@@ -173,7 +173,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     // MARK: - Advertising
 
-    func peripheral(_ roleService: PeripheralService, didStartAdvertising error: PeripheralAdvertisingError?, isOn: Bool) {
+    func peripheral(_ roleService: any PeripheralRole, didStartAdvertising error: PeripheralAdvertisingError?, isOn: Bool) {
         let cbError: CBError? = switch error {
         case nil: nil
         case .alreadyAdvertising?: CBError(.alreadyAdvertising)
@@ -188,35 +188,35 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         deliver { manager, delegate in delegate.peripheralManagerDidStartAdvertising(manager, error: cbError) }
     }
 
-    func peripheralAdvertisingStopped(_ roleService: PeripheralService) {
+    func peripheralAdvertisingStopped(_ roleService: any PeripheralRole) {
         manager?.setAdvertisingFlag(false)
     }
 
     // MARK: - Centrals
 
-    func peripheral(_ roleService: PeripheralService, centralConnected central: Int, peer: LEAddress, mtu: Int) {
+    func peripheral(_ roleService: any PeripheralRole, centralConnected central: Int, peer: LEAddress, mtu: Int) {
         guard let manager else { return }
         centrals[central] = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).assignIdentifier(for: peer),
                                       centralID: central, maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu))
     }
 
-    func peripheral(_ roleService: PeripheralService, central: Int, mtuChanged mtu: Int) {
+    func peripheral(_ roleService: any PeripheralRole, central: Int, mtuChanged mtu: Int) {
         guard let central = centrals[central] else { return }
         synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
     }
 
-    func peripheral(_ roleService: PeripheralService, centralDisconnected central: Int, abandonedRequests: [Int]) {
+    func peripheral(_ roleService: any PeripheralRole, centralDisconnected central: Int, abandonedRequests: [Int]) {
         centrals[central] = nil
         if !abandonedRequests.isEmpty { outstanding.withLock { $0.subtract(abandonedRequests) } }
     }
 
-    func peripheral(_ roleService: PeripheralService, deviceDidClose error: HCITransportError?) {
+    func peripheral(_ roleService: any PeripheralRole, deviceDidClose error: HCITransportError?) {
         manager?.hostDidClose(error)
     }
 
     // MARK: - Requests
 
-    func peripheral(_ roleService: PeripheralService, readRequest id: Int, central: Int, handle: ATTHandle, offset: Int) {
+    func peripheral(_ roleService: any PeripheralRole, readRequest id: Int, central: Int, handle: ATTHandle, offset: Int) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else {
             return roleService.answer(id, error: .unlikelyError, value: nil)
         }
@@ -225,7 +225,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         deliver { manager, delegate in delegate.peripheralManager(manager, didReceiveRead: request) }
     }
 
-    func peripheral(_ roleService: PeripheralService, writeRequest id: Int, writes: [PeripheralWrite]) {
+    func peripheral(_ roleService: any PeripheralRole, writeRequest id: Int, writes: [PeripheralWrite]) {
         var requests: [CBATTRequest] = []
         requests.reserveCapacity(writes.count)
         for write in writes {
@@ -243,7 +243,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     // MARK: - Subscriptions and updates
 
-    func peripheral(_ roleService: PeripheralService, central: Int, subscribedTo handle: ATTHandle) {
+    func peripheral(_ roleService: any PeripheralRole, central: Int, subscribedTo handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
         let addCentral: @Sendable () -> Void = {
             synchronized {
@@ -257,7 +257,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         }
     }
 
-    func peripheral(_ roleService: PeripheralService, central: Int, unsubscribedFrom handle: ATTHandle) {
+    func peripheral(_ roleService: any PeripheralRole, central: Int, unsubscribedFrom handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
         let removeCentral: @Sendable () -> Void = {
             synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
@@ -269,13 +269,13 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     // MARK: - Channels
 
-    func peripheral(_ roleService: PeripheralService, central: Int, didOpen channel: RoleChannel) {
-        guard let central = centrals[central], let loop = roleService.device?.loop else { return channel.close() }
+    func peripheral(_ roleService: any PeripheralRole, central: Int, didOpen channel: RoleChannel) {
+        guard let central = centrals[central], roleService.isOn, let loop = manager?.device?.loop else { return channel.close() }
         let opened = ChannelBridge.makeChannel(channel, peer: central, loop: loop)
         deliver { manager, delegate in delegate.peripheralManager(manager, didOpen: opened, error: nil) }
     }
 
-    func peripheralReadyToUpdateSubscribers(_ roleService: PeripheralService) {
+    func peripheralReadyToUpdateSubscribers(_ roleService: any PeripheralRole) {
         deliver { manager, delegate in delegate.peripheralManagerIsReady(toUpdateSubscribers: manager) }
     }
 }

@@ -1,0 +1,147 @@
+import DaemonProtocol
+import Dispatch
+import Foundation
+import Glibc
+import HCI
+import HCIDriver
+import HCITransport
+import HostDevice
+import Scheduling
+import VirtualController
+
+/// `corebluetoothd [--transport SPEC] [--listen PATH]`: opens the controller SPEC names (any
+/// `CB_TRANSPORT` value; `CB_TRANSPORT`, else `virtual`, when not given) through one host
+/// device, and serves clients on the socket at PATH (default: ``DaemonSocketPath``) until
+/// SIGINT or SIGTERM. The executable is a thin entry to this.
+public enum DaemonCommand {
+    public static let usage = """
+        usage: corebluetoothd [--transport SPEC] [--listen PATH]
+          --transport SPEC  the controller to own: any CB_TRANSPORT value (virtual:PATH, tcp:HOST:PORT,
+                            unix:PATH, serial:DEVICE, hci:N); default $CB_TRANSPORT, else virtual
+          --listen PATH     the socket clients connect to; default $XDG_RUNTIME_DIR/\(DaemonSocketPath.fileName),
+                            /run/\(DaemonSocketPath.fileName) as root
+        """
+
+    /// What the arguments ask for, or why they are wrong.
+    public struct Options: Sendable, Equatable {
+        public var transport: String
+        public var listen: String
+
+        public init(transport: String, listen: String) {
+            self.transport = transport
+            self.listen = listen
+        }
+
+        public static func parse(_ arguments: [String], environment: [String: String],
+                                 uid: UInt32) -> Result<Options, DaemonServerError> {
+            var transport = environment["CB_TRANSPORT"].flatMap { $0.isEmpty ? nil : $0 } ?? "virtual"
+            var listen = DaemonSocketPath.defaultPath(environment: environment, uid: uid)
+            var rest = arguments[...]
+            while let argument = rest.popFirst() {
+                switch argument {
+                case "--transport", "--listen":
+                    guard let value = rest.popFirst() else {
+                        return .failure(DaemonServerError(description: "\(argument) needs a value"))
+                    }
+                    if argument == "--transport" { transport = value } else { listen = value }
+                default:
+                    return .failure(DaemonServerError(description: "unknown argument \(argument)"))
+                }
+            }
+            guard let listen else {
+                return .failure(DaemonServerError(description: "no XDG_RUNTIME_DIR to put the socket in: name one with --listen PATH"))
+            }
+            return .success(Options(transport: transport, listen: listen))
+        }
+    }
+
+    /// Runs the daemon; returns only when it could not start (the exit status).
+    public static func run(_ arguments: [String]) -> Int32 {
+        if arguments.contains("--help") || arguments.contains("-h") {
+            print(usage)
+            return 0
+        }
+        let options: Options
+        switch Options.parse(arguments, environment: ProcessInfo.processInfo.environment, uid: getuid()) {
+        case .success(let parsed): options = parsed
+        case .failure(let error):
+            FileHandle.standardError.write(Data("corebluetoothd: \(error)\n\(usage)\n".utf8))
+            return 2
+        }
+        let log: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("corebluetoothd: \($0)\n".utf8)) }
+        let opened: (HostDevice, AnyObject?)
+        do {
+            opened = try openDevice(options.transport, log: log)
+        } catch {
+            log("\(options.transport): \(error)")
+            return 1
+        }
+        let device = opened.0
+        let started = Locked<Result<LEAddress, HCIError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        device.loop.execute {
+            device.start { result in
+                started.withLock { $0 = result }
+                done.signal()
+            }
+        }
+        done.wait()
+        guard case .success(let address) = started.current else {
+            log("\(options.transport): the controller did not start: \(started.current.map { "\($0)" } ?? "?")")
+            return 1
+        }
+        let server: DaemonServer
+        do {
+            server = try DaemonServer(path: options.listen, device: device, log: log)
+        } catch {
+            log("\(error)")
+            return 1
+        }
+        log("serving \(options.transport) (\(address)) on \(options.listen)")
+        let keep = Unchecked((opened.1, server))
+        for signal in [SIGINT, SIGTERM] {
+            Glibc.signal(signal, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signal, queue: .main)
+            source.setEventHandler {
+                keep.value.1.close()
+                exit(0)
+            }
+            source.resume()
+            signalSources.withLock { $0.append(Unchecked(source)) }
+        }
+        dispatchMain()
+    }
+
+    /// The signal sources, alive as long as the process.
+    private static let signalSources = Locked<[Unchecked<any DispatchSourceSignal>]>([])
+
+    /// The host device on the controller `text` names, and what must stay alive with it (a
+    /// virtual controller).
+    static func openDevice(_ text: String, log: @escaping @Sendable (String) -> Void) throws -> (HostDevice, AnyObject?) {
+        let spec = try TransportSpec(parsing: text)
+        switch spec {
+        case .virtual(let path?):
+            let proxy = try RadioProxy(path: path)
+            // Unique on the shared radio: the number the radio gave this process.
+            let controller = VirtualController(radio: proxy, address: BluetoothAddress(value: 0xCB_D0_00_00_00_00 | UInt64(proxy.client) << 8 | 1))
+            return (HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd", log: log),
+                    controller)
+        case .virtual(nil):
+            let loop = EventLoop(name: "corebluetoothd", pacing: .realTime)
+            let controller = VirtualController(radio: VirtualRadio(loop: loop, seed: UInt64(getpid())),
+                                               address: BluetoothAddress(value: 0xCB_D0_00_00_00_01))
+            return (HostDevice(transport: controller.makeHostTransport(), loop: loop, deviceName: "corebluetoothd", log: log),
+                    controller)
+        default:
+            let loop = EventLoop(name: "corebluetoothd \(spec)", pacing: .realTime)
+            return (HostDevice(transport: try spec.makeExternalTransport(), loop: loop, deviceName: "corebluetoothd", log: log), nil)
+        }
+    }
+}
+
+/// A value the compiler cannot prove Sendable, handed across threads once and then only read
+/// (the daemon's server and controller, kept alive by the signal handler).
+struct Unchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,235 @@
+import DaemonProtocol
+import Foundation
+import Glibc
+import HostDevice
+import Synchronization
+
+/// Who is at the other end of a client's socket, as the kernel says (`SO_PEERCRED`), never as
+/// the client says: the user keys what a client may see.
+public struct PeerCredentials: Sendable, Hashable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// Why the daemon could not listen.
+public struct DaemonServerError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let description: String
+}
+
+/// `corebluetoothd`'s socket: accepts clients on a Unix stream socket and serves each as a
+/// ``DaemonClient`` on the device's loop. Each connection's bytes are read on a thread of its
+/// own and decoded there; what a client is sent is written by another thread of its own, so
+/// that neither a slow nor a silent client ever holds the loop. A client whose bytes are not
+/// the protocol, or that leaves more than ``outboxLimit`` bytes unread, is dropped alone.
+public final class DaemonServer: Sendable {
+    public let path: String
+    /// Bytes a client may leave unread before it is dropped.
+    public static let outboxLimit = 1 << 20
+
+    private let listenFD: Int32
+    private let device: HostDevice
+    private let log: (@Sendable (String) -> Void)?
+    private let state = Mutex(State())
+    private let stopped = DispatchSemaphore(value: 0)
+
+    private struct State {
+        var closed = false
+        /// The listening socket is open (its descriptor is closed under the lock, so that
+        /// `close` never shuts down a descriptor number reused since).
+        var listening = true
+        var connections: [ObjectIdentifier: DaemonConnection] = [:]
+    }
+
+    /// Listens on `path` (a socket file left there is replaced only when nothing answers on it:
+    /// another daemon is not displaced). Call from any thread.
+    public init(path: String, device: HostDevice, log: (@Sendable (String) -> Void)? = nil) throws(DaemonServerError) {
+        self.path = path
+        self.device = device
+        self.log = log
+        listenFD = try Self.listen(path: path)
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "corebluetoothd acceptor"
+        thread.start()
+    }
+
+    /// The credentials of the clients connected now.
+    public var clientCredentials: [PeerCredentials] {
+        state.withLock { $0.connections.values.map(\.credentials) }
+    }
+
+    /// Stops accepting, drops every client (their sessions leave the device) and removes the
+    /// socket file.
+    public func close() {
+        let connections = state.withLock { state -> [DaemonConnection] in
+            guard !state.closed else { return [] }
+            state.closed = true
+            return Array(state.connections.values)
+        }
+        // Wakes the blocked accept (Linux: accept on a shut-down listening socket fails).
+        state.withLock { state in
+            if state.listening { shutdown(listenFD, Int32(SHUT_RDWR)) }
+        }
+        stopped.wait()
+        stopped.signal()
+        for connection in connections { connection.drop() }
+    }
+
+    private func acceptLoop() {
+        defer {
+            state.withLock { state in
+                state.listening = false
+                Glibc.close(listenFD)
+            }
+            unlink(path)
+            stopped.signal()
+        }
+        while true {
+            let fd = accept(listenFD, nil, nil)
+            if fd < 0 {
+                let code = errno
+                if code == EINTR || code == ECONNABORTED { continue }
+                if !state.withLock({ $0.closed }) { log?("no more clients: accept failed: \(String(cString: strerror(code)))") }
+                return
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, log: log) { [self] gone in
+                state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(gone)) }
+            }
+            // Started under the lock, so that `close` finds every connection it must drop
+            // started (a connection that ends at once waits for the lock to say it is gone).
+            let admitted = state.withLock { state -> Bool in
+                guard !state.closed else { return false }
+                state.connections[ObjectIdentifier(connection)] = connection
+                connection.start()
+                return true
+            }
+            guard admitted else {
+                Glibc.close(fd)
+                return
+            }
+            log?("client pid \(connection.credentials.pid) uid \(connection.credentials.uid) connected")
+        }
+    }
+
+    private static func credentials(_ fd: Int32) -> PeerCredentials {
+        // struct ucred: pid_t pid, uid_t uid, gid_t gid.
+        var raw: (Int32, UInt32, UInt32) = (-1, UInt32.max, UInt32.max)
+        var length = socklen_t(MemoryLayout.size(ofValue: raw))
+        _ = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &raw, &length)
+        return PeerCredentials(pid: raw.0, uid: raw.1, gid: raw.2)
+    }
+
+    private static func listen(path: String) throws(DaemonServerError) -> Int32 {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard !bytes.isEmpty, bytes.count < capacity else {
+            throw DaemonServerError(description: "a socket path must be 1–\(capacity - 1) bytes: \(path)")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DaemonServerError(description: "socket: \(String(cString: strerror(errno)))") }
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address -> Int32 in
+                if Glibc.bind(fd, address, length) == 0 { return 0 }
+                guard errno == EADDRINUSE else { return errno }
+                // A socket file is there: another daemon's, or a stale one.
+                let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                defer { Glibc.close(probe) }
+                if connect(probe, address, length) == 0 { return EADDRINUSE }
+                unlink(path)
+                return Glibc.bind(fd, address, length) == 0 ? 0 : errno
+            }
+        }
+        guard bound == 0 else {
+            Glibc.close(fd)
+            let why = bound == EADDRINUSE ? "another daemon is listening there" : String(cString: strerror(bound))
+            throw DaemonServerError(description: "cannot listen on \(path): \(why)")
+        }
+        // Owner and group only: root's daemon is for the users of its group.
+        chmod(path, 0o660)
+        guard Glibc.listen(fd, 16) == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            unlink(path)
+            throw DaemonServerError(description: "cannot listen on \(path): \(String(cString: strerror(code)))")
+        }
+        return fd
+    }
+}
+
+/// One accepted client: its socket (a ``FramedSocket``: a reader and a writer thread) and its
+/// ``DaemonClient`` on the device's loop.
+final class DaemonConnection: @unchecked Sendable {
+    // Safe to share: `credentials`, `device`, `log` and `gone` are immutable, `socket` is set in
+    // `start` before anything reads it, and `client` is touched only on the device's loop.
+    let credentials: PeerCredentials
+    private let fd: Int32
+    private let device: HostDevice
+    private let log: (@Sendable (String) -> Void)?
+    private let gone: @Sendable (DaemonConnection) -> Void
+    private var socket: FramedSocket?
+    private var client: DaemonClient?
+
+    init(fd: Int32, credentials: PeerCredentials, device: HostDevice, log: (@Sendable (String) -> Void)?,
+         gone: @escaping @Sendable (DaemonConnection) -> Void) {
+        self.fd = fd
+        self.credentials = credentials
+        self.device = device
+        self.log = log
+        self.gone = gone
+    }
+
+    /// Serves the client: its messages run on the loop, in order, after its client is made.
+    func start() {
+        let loop = device.loop
+        let socket = FramedSocket(fd: fd, name: "corebluetoothd client \(credentials.pid)", outboxLimit: DaemonServer.outboxLimit,
+                              onMessage: { [weak self] message in
+                                  guard let self else { return }
+                                  loop.execute { self.receive(message) }
+                              },
+                              onClose: { [weak self] reason in
+                                  guard let self else { return }
+                                  log?("client pid \(credentials.pid) left: \(reason)")
+                                  loop.execute { [self] in
+                                      client?.close()
+                                      client = nil
+                                  }
+                                  gone(self)
+                              })
+        // Set before anything can use it: the threads start and the client is made after.
+        self.socket = socket
+        loop.execute { [self] in
+            client = DaemonClient(device: device, name: "pid \(credentials.pid)") { message in socket.send(message) }
+        }
+        socket.start()
+    }
+
+    /// On the loop.
+    private func receive(_ message: DaemonMessage) {
+        guard let client else { return }
+        do throws(DaemonClientViolation) {
+            try client.receive(message)
+        } catch {
+            drop("dropped: \(error)")
+        }
+    }
+
+    /// Ends the connection (any thread): the socket closes, then the client's sessions leave
+    /// the device on the loop.
+    func drop(_ reason: String = "the daemon stopped") {
+        socket?.close(reason)
+    }
+}

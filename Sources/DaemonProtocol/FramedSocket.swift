@@ -1,0 +1,196 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// Where a client finds the daemon, and where the daemon listens when told no path
+/// (docs/daemon.md, "Sockets").
+public enum DaemonSocketPath {
+    public static let fileName = "corebluetoothd.sock"
+
+    /// `/run/corebluetoothd.sock` for root, else `$XDG_RUNTIME_DIR/corebluetoothd.sock`; nil when
+    /// a user's session has no runtime directory.
+    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment,
+                                   uid: UInt32 = getuid()) -> String? {
+        if uid == 0 { return "/run/\(fileName)" }
+        guard let directory = environment["XDG_RUNTIME_DIR"], !directory.isEmpty else { return nil }
+        return directory.hasSuffix("/") ? directory + fileName : "\(directory)/\(fileName)"
+    }
+
+    /// Where `CB_TRANSPORT=daemon` looks: the user's socket, then the system's.
+    public static func clientCandidates(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        var paths: [String] = []
+        if let directory = environment["XDG_RUNTIME_DIR"], !directory.isEmpty {
+            paths.append(directory.hasSuffix("/") ? directory + fileName : "\(directory)/\(fileName)")
+        }
+        paths.append("/run/\(fileName)")
+        return paths
+    }
+}
+
+/// One end of a connection between a client and the daemon: messages out through a writer
+/// thread (a caller never waits for the socket), messages in from a reader thread, decoded
+/// there.
+///
+/// `@unchecked Sendable`: the descriptor is immutable, the outbox is behind its mutex, and the
+/// handlers are set once at init.
+public final class FramedSocket: @unchecked Sendable {
+    public let name: String
+    private let fd: Int32
+    private let onMessage: @Sendable (DaemonMessage) -> Void
+    private let onClose: @Sendable (String) -> Void
+    private let outboxLimit: Int?
+    private let outbox = Mutex(Outbox())
+    private let ready = DispatchSemaphore(value: 0)
+
+    private struct Outbox {
+        var frames: [[UInt8]] = []
+        var bytes = 0
+        var closed = false
+        var reason: String?
+        /// Threads still using the descriptor (reader, writer): the last one closes it.
+        var users = 2
+    }
+
+    /// Connects to the socket at `path` (a Unix socket connects at once, or fails).
+    public static func connect(path: String) throws -> Int32 {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw DaemonSocketError(description: "\(path): not a socket path")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DaemonSocketError(description: "socket: \(String(cString: strerror(errno)))") }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw DaemonSocketError(description: "no daemon at \(path): \(String(cString: strerror(code)))")
+        }
+        return fd
+    }
+
+    /// Takes `fd`; ``start()`` starts its threads. `onMessage` and `onClose` run on the reader
+    /// thread; `onClose` once, with why. `outboxLimit`: bytes the other end may leave unread before the
+    /// connection is closed (a daemon does not hold without bound what a client never reads).
+    public init(fd: Int32, name: String, outboxLimit: Int? = nil, onMessage: @escaping @Sendable (DaemonMessage) -> Void,
+                onClose: @escaping @Sendable (String) -> Void) {
+        self.fd = fd
+        self.name = name
+        self.outboxLimit = outboxLimit
+        self.onMessage = onMessage
+        self.onClose = onClose
+    }
+
+    /// Starts reading and writing (once its owner holds it: the first message may come at once).
+    public func start() {
+        let reader = Thread { [self] in readLoop() }
+        reader.name = "\(name) reader"
+        reader.start()
+        let writer = Thread { [self] in writeLoop() }
+        writer.name = "\(name) writer"
+        writer.start()
+    }
+
+    /// Queues a message (any thread; dropped once the socket closed).
+    public func send(_ message: DaemonMessage) {
+        let frame = DaemonFrame.encode(message)
+        let queued = outbox.withLock { outbox -> Bool? in
+            guard !outbox.closed else { return nil }
+            outbox.frames.append(frame)
+            outbox.bytes += frame.count
+            return outboxLimit.map { outbox.bytes <= $0 } ?? true
+        }
+        switch queued {
+        case true?: ready.signal()
+        case false?: close("more than \(outboxLimit ?? 0) bytes left unread")
+        case nil: break
+        }
+    }
+
+    /// Closes the connection (any thread); `onClose` follows from the reader.
+    public func close(_ reason: String = "closed") {
+        let first = outbox.withLock { outbox -> Bool in
+            guard !outbox.closed else { return false }
+            outbox.closed = true
+            outbox.reason = reason
+            return true
+        }
+        guard first else { return }
+        shutdown(fd, Int32(SHUT_RDWR))
+        ready.signal()
+    }
+
+    private func readLoop() {
+        var reader = DaemonFrameReader()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var why = "the other end closed the connection"
+        reading: while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            reader.append(buffer[0..<count])
+            do {
+                while let message = try reader.next() { onMessage(message) }
+            } catch {
+                why = "what came is not the protocol: \(error)"
+                break reading
+            }
+        }
+        close(why)
+        onClose(outbox.withLock { $0.reason } ?? why)
+        release()
+    }
+
+    private func writeLoop() {
+        defer { release() }
+        while true {
+            ready.wait()
+            let (frames, closed) = outbox.withLock { outbox -> ([[UInt8]], Bool) in
+                let frames = outbox.frames
+                outbox.frames = []
+                outbox.bytes = 0
+                return (frames, outbox.closed)
+            }
+            if closed { return }
+            for frame in frames where !write(frame) {
+                close("the connection broke")
+                return
+            }
+        }
+    }
+
+    /// MSG_NOSIGNAL: a daemon that went away is an error here, not a SIGPIPE for the app.
+    private func write(_ frame: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < frame.count {
+            let sent = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if sent < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += sent
+        }
+        return true
+    }
+
+    private func release() {
+        let last = outbox.withLock { outbox -> Bool in
+            outbox.users -= 1
+            return outbox.users == 0
+        }
+        if last { Glibc.close(fd) }
+    }
+}
+
+/// Why a client could not reach the daemon.
+public struct DaemonSocketError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
+}
