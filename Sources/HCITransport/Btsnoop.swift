@@ -123,7 +123,12 @@ public final class BtsnoopWriter: Sendable {
         OpenWriters.add(self)
     }
 
-    deinit { close() }
+    deinit {
+        // No write is queued (a queued write holds the writer), and this may run on `disk`
+        // itself (a write's block held the last reference): close without the queue.
+        closeFile()
+        OpenWriters.remove(self)
+    }
 
     /// Records an H4 packet. `unixMicroseconds` defaults to the wall clock. Write errors are
     /// ignored: losing the capture must not break the transport being captured.
@@ -156,15 +161,18 @@ public final class BtsnoopWriter: Sendable {
 
     /// Flushes and closes the file; later writes are ignored.
     public func close() {
-        disk.sync {
-            writePending()
-            state.withLock { state in
-                if state.fd >= 0 { Glibc.close(state.fd) }
-                state.fd = -1
-                state.pending = []
-            }
-        }
+        disk.sync { closeFile() }
         OpenWriters.remove(self)
+    }
+
+    /// Writes what is left and closes the descriptor. On `disk`, or once nothing else can.
+    private func closeFile() {
+        writePending()
+        state.withLock { state in
+            if state.fd >= 0 { Glibc.close(state.fd) }
+            state.fd = -1
+            state.pending = []
+        }
     }
 
     /// On `disk`: writes what gathered, as one batch.
