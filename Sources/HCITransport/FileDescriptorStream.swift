@@ -15,7 +15,7 @@ import Glibc
 /// bytes never interleave. The queue is bounded (`outboundLimit`): a peer that stops reading
 /// closes the transport with an error that says so, rather than growing memory forever.
 ///
-/// A stream made with `init(connecting:name:)` connects on the I/O thread too; packets sent
+/// A stream made with `init(connecting:name:outboundLimit:)` (TCP, Unix sockets) connects on the I/O thread too; packets sent
 /// meanwhile wait in the queue, and a failed connection closes the transport with the error.
 ///
 /// The sink hears `transportClosed` exactly once: `nil` after `close()`, an error when the other
