@@ -15,8 +15,9 @@ import Glibc
 /// bytes never interleave. The queue is bounded (`outboundLimit`): a peer that stops reading
 /// closes the transport with an error that says so, rather than growing memory forever.
 ///
-/// A stream made with `init(connecting:name:outboundLimit:)` (TCP, Unix sockets) connects on the I/O thread too; packets sent
-/// meanwhile wait in the queue, and a failed connection closes the transport with the error.
+/// A stream made with `init(connecting:name:outboundLimit:)` (TCP, Unix sockets) connects on
+/// the I/O thread too; packets sent meanwhile wait in the queue, and a failed connection closes
+/// the transport with the error.
 ///
 /// The sink hears `transportClosed` exactly once: `nil` after `close()`, an error when the other
 /// side hung up, a connection, read or write failed, the queue overflowed, or the byte stream
