@@ -3,7 +3,6 @@ import Foundation
 import Glibc
 import HCI
 import Scheduling
-import Synchronization
 
 /// The btsnoop capture format (RFC 1761 "snoop" with Bluetooth datalinks), as read by Wireshark,
 /// tshark and btmon. All fields are big-endian. We write datalink 1002, "HCI UART (H4)": each
@@ -102,7 +101,8 @@ public final class BtsnoopWriter: Sendable {
         var drops: UInt32 = 0
     }
 
-    private let state: Mutex<State>
+    // A pthread mutex (`Locked`), which the thread sanitizer models.
+    private let state: Locked<State>
     /// Writes batches in the order they were recorded.
     private let disk: DispatchQueue
 
@@ -112,7 +112,7 @@ public final class BtsnoopWriter: Sendable {
         self.bufferLimit = bufferLimit
         let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw POSIX.error("btsnoop \(path): open") }
-        state = Mutex(State(fd: descriptor))
+        state = Locked(State(fd: descriptor))
         disk = DispatchQueue(label: "btsnoop \(path)")
         do {
             try Self.writeWhole(Btsnoop.fileHeader, to: descriptor, path: path)
@@ -209,7 +209,7 @@ public final class BtsnoopWriter: Sendable {
 /// whichever way the program ends (short of being killed).
 private enum OpenWriters {
     private struct Entry: Sendable { weak var writer: BtsnoopWriter? }
-    private static let writers = Mutex<[ObjectIdentifier: Entry]>([:])
+    private static let writers = Locked<[ObjectIdentifier: Entry]>([:])
     private static let registerExitHook: Void = { atexit { OpenWriters.flushAll() } }()
 
     static func add(_ writer: BtsnoopWriter) {

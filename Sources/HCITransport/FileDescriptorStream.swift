@@ -1,7 +1,6 @@
 import Foundation
 import HCI
 import Scheduling
-import Synchronization
 
 import Glibc
 
@@ -74,7 +73,8 @@ public final class FileDescriptorStream: HCITransport {
     // A byte in this pipe wakes the I/O thread's poll: to close, or to watch for writability.
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    private let state = Mutex(State())
+    // A pthread mutex (`Locked`), which the thread sanitizer models (not so `Mutex` on Linux).
+    private let state = Locked(State())
 
     /// Takes ownership of `fd`, which will be closed when the stream is done with it (also when
     /// this initializer throws).
@@ -123,7 +123,7 @@ public final class FileDescriptorStream: HCITransport {
     // MARK: HCITransport
 
     public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
-        try state.withLock { state throws(HCITransportError) in
+        try state.withLock { state in
             switch state.phase {
             case .idle: break
             case .open: throw HCITransportError("\(name): already open")
@@ -406,7 +406,7 @@ public final class FileDescriptorStream: HCITransport {
 
 /// Holds the stream of a transport that opens its medium (connects, opens a device) in `open`.
 final class DeferredStream: Sendable {
-    private let stream = Mutex<FileDescriptorStream?>(nil)
+    private let stream = Locked<FileDescriptorStream?>(nil)
 
     func open(on loop: EventLoop, sink: HCIPacketSink, connect: () throws -> FileDescriptorStream) throws {
         try stream.withLock { current in

@@ -1,7 +1,6 @@
 import Foundation
 import Glibc
 import Scheduling
-import Synchronization
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it). Prefer servers
 /// that bind port 0 themselves; this is for tools that need a port number up front.
@@ -41,8 +40,9 @@ public func waitUntil(
 
 /// A value shared between a test and callbacks on other threads.
 public final class Shared<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    public init(_ value: Value) { storage = Mutex(value) }
+    // `Locked`: a pthread mutex, which the thread sanitizer models.
+    private let storage: Locked<Value>
+    public init(_ value: Value) { storage = Locked(value) }
     public var value: Value {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
