@@ -2,7 +2,6 @@ import ByteCoding
 import HCI
 import HCITransport
 import Scheduling
-import Synchronization
 
 /// A transport double: records what the driver sends and lets a test (or a scripted
 /// controller) inject packets. Everything happens on the test's manually paced loop.
@@ -72,7 +71,7 @@ public final class RecordingSink: HCIPacketSink {
         var packets: [HCIPacket] = []
         var closes: [HCITransportError?] = []
     }
-    private let record = Mutex(Record())
+    private let record = Locked(Record())
 
     public init() {}
 

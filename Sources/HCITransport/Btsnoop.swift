@@ -3,7 +3,6 @@ import Foundation
 import Glibc
 import HCI
 import Scheduling
-import Synchronization
 
 /// The btsnoop capture format (RFC 1761 "snoop" with Bluetooth datalinks), as read by Wireshark,
 /// tshark and btmon. All fields are big-endian. We write datalink 1002, "HCI UART (H4)": each
@@ -47,16 +46,24 @@ public enum Btsnoop {
     }
 
     /// One record: header then the H4 frame.
-    public static func record(h4Frame: [UInt8], direction: Direction, unixMicroseconds: Int64) -> [UInt8] {
+    public static func record(h4Frame: [UInt8], direction: Direction, unixMicroseconds: Int64,
+                              cumulativeDrops: UInt32 = 0) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(recordHeaderLength + h4Frame.count)
+        appendRecord(h4Frame: h4Frame, direction: direction, unixMicroseconds: unixMicroseconds,
+                     cumulativeDrops: cumulativeDrops, to: &bytes)
+        return bytes
+    }
+
+    /// Appends one record to `bytes`.
+    static func appendRecord(h4Frame: [UInt8], direction: Direction, unixMicroseconds: Int64,
+                             cumulativeDrops: UInt32, to bytes: inout [UInt8]) {
         appendBigEndian(UInt32(h4Frame.count), to: &bytes)  // original length
         appendBigEndian(UInt32(h4Frame.count), to: &bytes)  // included length
         appendBigEndian(flags(direction: direction, packetType: h4Frame.first ?? 0), to: &bytes)
-        appendBigEndian(UInt32(0), to: &bytes)  // cumulative drops
+        appendBigEndian(cumulativeDrops, to: &bytes)
         appendBigEndian(UInt64(bitPattern: unixMicroseconds &+ unixEpochMicroseconds), to: &bytes)
         bytes.append(contentsOf: h4Frame)
-        return bytes
     }
 
     static func appendBigEndian<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
@@ -71,29 +78,57 @@ public enum Btsnoop {
     }
 }
 
-/// Appends packets to a btsnoop file. Thread-safe. Each record goes out in one `write(2)` and
-/// nothing is buffered in the process, so a capture of a process that is killed stays readable
-/// up to its last packet.
+/// Appends packets to a btsnoop file. Thread-safe, and never waits on the disk: `write` adds the
+/// record to a buffer in memory, and a background queue writes what has gathered, in order, with
+/// one `write(2)` per batch (whole records only, so the file is readable at any moment up to
+/// its last batch). `flush()` waits for everything recorded so far to be in the file; `close()`
+/// flushes and closes it, as does the end of the process (`exit`) for writers still open.
+///
+/// If the disk falls behind by more than `bufferLimit` bytes, records are dropped and the next
+/// record written counts them (its cumulative drops field) rather than memory growing.
 public final class BtsnoopWriter: Sendable {
     public let path: String
-    /// The descriptor, or -1 once closed.
-    private let fd: Mutex<Int32>
+    /// The most bytes waiting for the disk before records are dropped.
+    public let bufferLimit: Int
+
+    private struct State {
+        /// The descriptor, or -1 once closed.
+        var fd: Int32
+        /// Records waiting for the background queue.
+        var pending: [UInt8] = []
+        /// Whether a write of `pending` is queued on `disk`.
+        var scheduled = false
+        var drops: UInt32 = 0
+    }
+
+    // A pthread mutex (`Locked`), which the thread sanitizer models.
+    private let state: Locked<State>
+    /// Writes batches in the order they were recorded.
+    private let disk: DispatchQueue
 
     /// Creates (or truncates) the file at `path` and writes the file header.
-    public init(path: String) throws {
+    public init(path: String, bufferLimit: Int = 16 << 20) throws {
         self.path = path
+        self.bufferLimit = bufferLimit
         let descriptor = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw POSIX.error("btsnoop \(path): open") }
-        fd = Mutex(descriptor)
+        state = Locked(State(fd: descriptor))
+        disk = DispatchQueue(label: "btsnoop \(path)")
         do {
-            try writeWhole(Btsnoop.fileHeader, to: descriptor)
+            try Self.writeWhole(Btsnoop.fileHeader, to: descriptor, path: path)
         } catch {
             Glibc.close(descriptor)
             throw error
         }
+        OpenWriters.add(self)
     }
 
-    deinit { close() }
+    deinit {
+        // No write is queued (a queued write holds the writer), and this may run on `disk`
+        // itself (a write's block held the last reference): close without the queue.
+        closeFile()
+        OpenWriters.remove(self)
+    }
 
     /// Records an H4 packet. `unixMicroseconds` defaults to the wall clock. Write errors are
     /// ignored: losing the capture must not break the transport being captured.
@@ -103,27 +138,61 @@ public final class BtsnoopWriter: Sendable {
 
     /// Records an H4 frame as bytes (indicator byte first).
     public func write(h4Frame: [UInt8], direction: Btsnoop.Direction, unixMicroseconds: Int64? = nil) {
-        let record = Btsnoop.record(
-            h4Frame: h4Frame, direction: direction,
-            unixMicroseconds: unixMicroseconds ?? Btsnoop.nowUnixMicroseconds())
-        fd.withLock { descriptor in
-            guard descriptor >= 0 else { return }
-            try? writeWhole(record, to: descriptor)
+        let time = unixMicroseconds ?? Btsnoop.nowUnixMicroseconds()
+        let schedule = state.withLock { state -> Bool in
+            guard state.fd >= 0 else { return false }
+            guard state.pending.count + Btsnoop.recordHeaderLength + h4Frame.count <= bufferLimit else {
+                state.drops &+= 1
+                return false
+            }
+            Btsnoop.appendRecord(h4Frame: h4Frame, direction: direction, unixMicroseconds: time,
+                                 cumulativeDrops: state.drops, to: &state.pending)
+            if state.scheduled { return false }
+            state.scheduled = true
+            return true
         }
+        if schedule { disk.async { self.writePending() } }
     }
 
-    /// Closes the file; later writes are ignored.
+    /// Waits until every record written so far is in the file.
+    public func flush() {
+        disk.sync { writePending() }
+    }
+
+    /// Flushes and closes the file; later writes are ignored.
     public func close() {
-        fd.withLock { descriptor in
-            if descriptor >= 0 { Glibc.close(descriptor) }
-            descriptor = -1
+        disk.sync { closeFile() }
+        OpenWriters.remove(self)
+    }
+
+    /// Writes what is left and closes the descriptor. On `disk`, or once nothing else can.
+    private func closeFile() {
+        writePending()
+        state.withLock { state in
+            if state.fd >= 0 { Glibc.close(state.fd) }
+            state.fd = -1
+            state.pending = []
         }
     }
 
-    private func writeWhole(_ bytes: [UInt8], to descriptor: Int32) throws {
+    /// On `disk`: writes what gathered, as one batch.
+    private func writePending() {
+        let (batch, fd) = state.withLock { state -> ([UInt8], Int32) in
+            state.scheduled = false
+            var batch: [UInt8] = []
+            swap(&batch, &state.pending)
+            return (batch, state.fd)
+        }
+        guard fd >= 0, !batch.isEmpty else { return }
+        // Only this queue writes or closes the descriptor.
+        try? Self.writeWhole(batch, to: fd, path: path)
+    }
+
+    private static func writeWhole(_ bytes: [UInt8], to descriptor: Int32, path: String) throws {
         try bytes.withUnsafeBytes { buffer in
             var offset = 0
-            // A regular file takes the whole record in one write; the loop only covers signals.
+            // A regular file takes the whole batch in one write; the loop covers signals and
+            // a full disk's short writes.
             while offset < buffer.count {
                 let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
                 if written < 0 {
@@ -133,6 +202,28 @@ public final class BtsnoopWriter: Sendable {
                 offset += written
             }
         }
+    }
+}
+
+/// The writers still open, flushed when the process exits so that a capture is complete
+/// whichever way the program ends (short of being killed).
+private enum OpenWriters {
+    private struct Entry: Sendable { weak var writer: BtsnoopWriter? }
+    private static let writers = Locked<[ObjectIdentifier: Entry]>([:])
+    private static let registerExitHook: Void = { atexit { OpenWriters.flushAll() } }()
+
+    static func add(_ writer: BtsnoopWriter) {
+        registerExitHook
+        writers.withLock { $0[ObjectIdentifier(writer)] = Entry(writer: writer) }
+    }
+
+    static func remove(_ writer: BtsnoopWriter) {
+        _ = writers.withLock { $0.removeValue(forKey: ObjectIdentifier(writer)) }
+    }
+
+    static func flushAll() {
+        let open = writers.withLock { $0.values.compactMap(\.writer) }
+        for writer in open { writer.flush() }
     }
 }
 

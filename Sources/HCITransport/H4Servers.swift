@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
+import Scheduling
 
 /// Accepts connections on a listening socket one at a time and hands each to a handler as an
 /// `HCITransport`; the next connection is accepted once the current one has closed.
@@ -16,7 +16,7 @@ final class ConnectionAcceptor: Sendable {
     private let wakeWrite: Int32
     private let name: String
     private let handler: @Sendable (HCITransport) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let stopped = DispatchSemaphore(value: 0)
 
     /// Takes ownership of `listenFD` and starts accepting on a thread of its own.

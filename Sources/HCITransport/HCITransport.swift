@@ -27,10 +27,13 @@ public protocol HCIPacketSink: AnyObject, Sendable {
 /// Whatever the medium (an in-process virtual controller, TCP, a Unix socket, a UART, the Linux
 /// HCI user channel), the host sees the same interface.
 public protocol HCITransport: AnyObject, Sendable {
-    /// Starts delivering received packets to `sink` on `loop`. Throws if the medium can't open.
+    /// Starts delivering received packets to `sink` on `loop`. Never waits on I/O: throws if
+    /// the medium can't open at once; a transport that connects in the background (TCP, Unix
+    /// sockets) reports a failed connection with `transportClosed(error)`.
     func open(on loop: EventLoop, sink: HCIPacketSink) throws
-    /// Sends a packet. Call on the loop given to `open`. Packets sent after the transport closed
-    /// are dropped (the sink has been told it closed).
+    /// Sends a packet without waiting: what the medium can't take yet is queued. Call on the
+    /// loop given to `open`. Packets sent after the transport closed are dropped (the sink has
+    /// been told it closed).
     func send(_ packet: HCIPacket)
     /// Closes the transport; the sink is told with `transportClosed(nil)`.
     func close()

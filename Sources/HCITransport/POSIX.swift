@@ -32,6 +32,7 @@ enum POSIX {
         case ECONNREFUSED: "ECONNREFUSED"
         case EHOSTUNREACH: "EHOSTUNREACH"
         case EALREADY: "EALREADY"
+        case EINPROGRESS: "EINPROGRESS"
         case ERFKILL: "ERFKILL"
         case EUSERS: "EUSERS"
         default: "errno \(code)"
@@ -71,21 +72,22 @@ enum POSIX {
         return (fds[0], fds[1])
     }
 
-    /// Waits until `fd` is ready for `events` or `wakeFD` becomes readable. Returns false when
-    /// woken (the owner is closing).
-    static func waitReady(_ fd: Int32, events: Int16, orWake wakeFD: Int32) -> Bool {
+    /// Waits until `fd` is ready for `events` or `wakeFD` becomes readable (-1 for `fd`: only
+    /// the wake-up), for at most `timeoutMilliseconds` (-1: no limit). Returns false when woken
+    /// (the owner is closing), true when ready or timed out.
+    static func waitReady(_ fd: Int32, events: Int16, orWake wakeFD: Int32, timeoutMilliseconds: Int32 = -1) -> Bool {
         var fds = [
             pollfd(fd: fd, events: events, revents: 0),
             pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            let ready = poll(&fds, 2, -1)
+            let ready = poll(&fds, 2, timeoutMilliseconds)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return false
             }
             if fds[1].revents != 0 { return false }
-            if fds[0].revents != 0 { return true }
+            if ready == 0 || fds[0].revents != 0 { return true }
         }
     }
 

@@ -40,19 +40,52 @@ enum Sockets {
         return fd
     }
 
-    /// Connects a TCP socket with Nagle off: HCI packets are small and latency-sensitive.
-    static func connectTCP(host: String, port: UInt16) throws -> Int32 {
-        try withAddresses(host: host, port: port, passive: false) { address, length, family in
+    /// Connects a TCP socket with Nagle off (HCI packets are small and latency-sensitive),
+    /// without blocking: each address in turn, waiting in `poll` for the connection or for
+    /// `wakeFD` (closing: returns nil). Run it off the loop: the name lookup may wait too.
+    static func connectTCP(host: String, port: UInt16, orWake wakeFD: Int32) throws -> Int32? {
+        let target = displayName(host: host, port: port)
+        return try withAddresses(host: host, port: port, passive: false) { address, length, family -> Int32? in
             let fd = try streamSocket(family: family)
-            while connect(fd, address, length) != 0 {
-                let code = errno
-                if code == EINTR { continue }
+            do {
+                guard try connectNonBlocking(fd, address, length, orWake: wakeFD, what: "connect to \(target)") else {
+                    Glibc.close(fd)
+                    return nil
+                }
+            } catch {
                 Glibc.close(fd)
-                throw POSIX.error("connect to \(displayName(host: host, port: port))", code)
+                throw error
             }
             setNoDelay(fd)
             return fd
         }
+    }
+
+    /// Starts connecting `fd` (made non-blocking) and waits in `poll` until it is connected
+    /// (true) or `wakeFD` is readable (false). Throws why it could not connect.
+    static func connectNonBlocking(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t,
+                                   orWake wakeFD: Int32, what: String) throws -> Bool {
+        try POSIX.setNonBlocking(fd)
+        while connect(fd, address, length) != 0 {
+            let code = errno
+            switch code {
+            case EINTR:
+                continue
+            case EINPROGRESS:
+                guard POSIX.waitReady(fd, events: Int16(POLLOUT), orWake: wakeFD) else { return false }
+                var result: Int32 = 0
+                var size = socklen_t(MemoryLayout<Int32>.size)
+                guard getsockopt(fd, SOL_SOCKET, SO_ERROR, &result, &size) == 0 else { throw POSIX.error(what) }
+                if result != 0 { throw POSIX.error(what, result) }
+                return true
+            case EAGAIN:
+                // A Unix socket whose listener's backlog is full: try again shortly.
+                if !POSIX.waitReady(-1, events: 0, orWake: wakeFD, timeoutMilliseconds: 10) { return false }
+            default:
+                throw POSIX.error(what, code)
+            }
+        }
+        return true
     }
 
     static func setNoDelay(_ fd: Int32) {
@@ -124,16 +157,31 @@ enum Sockets {
         }
     }
 
-    static func connectUnix(path: String) throws -> Int32 {
+    /// The address of a Unix socket, checked (the path must fit) before anything connects.
+    static func unixAddress(_ path: String) throws -> [UInt8] {
         try withUnixAddress(path) { address, length in
-            let fd = try streamSocket(family: AF_UNIX)
-            while connect(fd, address, length) != 0 {
-                let code = errno
-                if code == EINTR { continue }
+            Array(UnsafeRawBufferPointer(start: address, count: Int(length)))
+        }
+    }
+
+    /// Connects a Unix stream socket at `address` (from `unixAddress`) without blocking, like
+    /// `connectTCP`.
+    static func connectUnix(path: String, address: [UInt8], orWake wakeFD: Int32) throws -> Int32? {
+        let fd = try streamSocket(family: AF_UNIX)
+        do {
+            let connected = try address.withUnsafeBytes { raw in
+                try connectNonBlocking(
+                    fd, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count),
+                    orWake: wakeFD, what: "connect to unix socket \(path)")
+            }
+            guard connected else {
                 Glibc.close(fd)
-                throw POSIX.error("connect to unix socket \(path)", code)
+                return nil
             }
             return fd
+        } catch {
+            Glibc.close(fd)
+            throw error
         }
     }
 
@@ -159,43 +207,64 @@ enum Sockets {
 }
 
 /// H4 over a TCP connection (Bumble's `tcp-client`/`tcp-server` transports, QEMU/Zephyr
-/// virtual controllers, our own `H4TCPServer`). Connects in `open`, which blocks until the
-/// connection is made or refused.
+/// virtual controllers, our own `H4TCPServer`). `open` returns at once: the name is looked up
+/// and the connection made on the transport's I/O thread, and packets sent meanwhile wait. A
+/// connection that fails closes the transport (`transportClosed` with the error and its errno,
+/// such as ECONNREFUSED).
 public final class TCPTransport: HCITransport {
     public let host: String
     public let port: UInt16
+    /// The most bytes that may wait to be sent before the transport closes with an error
+    /// (see `FileDescriptorStream`).
+    public let outboundLimit: Int
     private let stream = DeferredStream()
 
     /// `host` is a name or an IPv4/IPv6 literal (IPv6 without brackets: "::1").
-    public init(host: String, port: UInt16) {
+    public init(host: String, port: UInt16, outboundLimit: Int = FileDescriptorStream.defaultOutboundLimit) {
         self.host = host
         self.port = port
+        self.outboundLimit = outboundLimit
     }
 
     public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
-        try stream.open(on: loop, sink: sink) {
-            let fd = try Sockets.connectTCP(host: host, port: port)
-            return try FileDescriptorStream(adopting: fd, name: "tcp \(Sockets.displayName(host: host, port: port))")
+        try stream.open(on: loop, sink: sink) { [host, port, outboundLimit] in
+            try FileDescriptorStream(
+                connecting: { wakeFD in try Sockets.connectTCP(host: host, port: port, orWake: wakeFD) },
+                name: "tcp \(Sockets.displayName(host: host, port: port))", outboundLimit: outboundLimit)
         }
     }
+
+    /// Bytes sent but not yet taken by the socket (waiting for the connection, or for the
+    /// controller to read). Thread-safe.
+    public var pendingOutputByteCount: Int { stream.pendingOutputByteCount }
 
     public func send(_ packet: HCIPacket) { stream.send(packet) }
     public func close() { stream.close() }
 }
 
-/// H4 over a Unix stream socket. Connects in `open`.
+/// H4 over a Unix stream socket. Connects in the background like `TCPTransport`; a path too
+/// long for a socket address throws in `open`.
 public final class UnixSocketTransport: HCITransport {
     public let path: String
+    public let outboundLimit: Int
     private let stream = DeferredStream()
 
-    public init(path: String) { self.path = path }
+    public init(path: String, outboundLimit: Int = FileDescriptorStream.defaultOutboundLimit) {
+        self.path = path
+        self.outboundLimit = outboundLimit
+    }
 
     public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
-        try stream.open(on: loop, sink: sink) {
-            let fd = try Sockets.connectUnix(path: path)
-            return try FileDescriptorStream(adopting: fd, name: "unix \(path)")
+        try stream.open(on: loop, sink: sink) { [path, outboundLimit] in
+            let address = try Sockets.unixAddress(path)
+            return try FileDescriptorStream(
+                connecting: { wakeFD in try Sockets.connectUnix(path: path, address: address, orWake: wakeFD) },
+                name: "unix \(path)", outboundLimit: outboundLimit)
         }
     }
+
+    /// Bytes sent but not yet taken by the socket. Thread-safe.
+    public var pendingOutputByteCount: Int { stream.pendingOutputByteCount }
 
     public func send(_ packet: HCIPacket) { stream.send(packet) }
     public func close() { stream.close() }

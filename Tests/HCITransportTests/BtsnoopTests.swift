@@ -104,6 +104,7 @@ struct BtsnoopTests {
                 }
             }
         }
+        writer.flush()
         let capture = try BtsnoopReader(path: path)
         #expect(capture.records.count == 1600)
         #expect(capture.truncatedTailLength == 0)
@@ -208,3 +209,45 @@ struct SnoopingTransportTests {
         #expect(!result.isClean)
     }
 }
+
+/// The writer never waits on the disk: records gather in memory and a background queue writes
+/// them in order; `flush` and `close` wait for them.
+struct BtsnoopBackgroundWriterTests {
+    static let event = HCIPacket.event(HCIEventPacket(code: 0x0E, parameters: [0x01, 0x03, 0x0C, 0x00]))
+
+    @Test func recordsKeepTheirOrderAndCloseFlushesThem() throws {
+        let path = temporaryPath("order.btsnoop")
+        defer { unlink(path) }
+        let writer = try BtsnoopWriter(path: path)
+        for i in 0..<5000 {
+            writer.write(h4Frame: [0x04, 0x0E, 0x02, UInt8(i & 0xFF), UInt8(i >> 8)], direction: .received,
+                         unixMicroseconds: Int64(i))
+        }
+        writer.close()
+        let capture = try BtsnoopReader(path: path)
+        #expect(capture.records.count == 5000)
+        #expect(capture.records.map(\.unixMicroseconds) == (0..<5000).map(Int64.init))
+        #expect(capture.records.allSatisfy { $0.cumulativeDrops == 0 })
+        #expect(capture.truncatedTailLength == 0)
+    }
+
+    @Test func aDiskThatFallsBehindDropsRecordsAndCountsThem() throws {
+        let path = temporaryPath("drops.btsnoop")
+        defer { unlink(path) }
+        // Room for two records: a third written before the queue runs is dropped, and counted
+        // by the next record that fits.
+        let record = Btsnoop.recordHeaderLength + Self.event.h4Bytes.count
+        let writer = try BtsnoopWriter(path: path, bufferLimit: 2 * record)
+        for _ in 0..<200 { writer.write(Self.event, direction: .received, unixMicroseconds: 1) }
+        writer.close()
+        // How many fit depends on how fast the queue drains; what is in the file is whole, and
+        // each record counts the drops before it.
+        let capture = try BtsnoopReader(path: path)
+        #expect(capture.records.count >= 2 && capture.records.count <= 200)
+        #expect(capture.truncatedTailLength == 0)
+        let drops = capture.records.map(\.cumulativeDrops)
+        #expect(drops == drops.sorted())
+        #expect(Int(drops.last!) + capture.records.count <= 200)
+    }
+}
+

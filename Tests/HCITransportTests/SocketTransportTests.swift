@@ -111,13 +111,16 @@ struct SocketTransportTests {
         #expect(hostSink.closes.count == 1)
         #expect(hostSink.closes.first! != nil)
 
-        // Nobody listens any more.
+        // Nobody listens any more: the connection, made in the background, fails.
         let late: HCITransport = switch host {
         case let tcp as TCPTransport: TCPTransport(host: tcp.host, port: tcp.port)
         case let unix as UnixSocketTransport: UnixSocketTransport(path: unix.path)
         default: host
         }
-        #expect(throws: HCITransportError.self) { try late.open(on: hostLoop, sink: RecordingSink()) }
+        let lateSink = RecordingSink()
+        try late.open(on: hostLoop, sink: lateSink)
+        #expect(waitUntil(pumping: hostLoop) { lateSink.isClosed })
+        #expect(lateSink.closes.first! != nil)
     }
 
     @Test func connectionsAreServedOneAtATime() throws {
@@ -197,18 +200,94 @@ struct SocketTransportTests {
     }
 
     @Test func connectFailureIsAClearError() throws {
-        // Bind a port, then stop listening on it, so that connecting is refused.
+        // Bind a port, then stop listening on it, so that connecting is refused. `open` returns
+        // at once; the sink hears why the connection failed, with the errno.
         let port = try freeLoopbackPort()
+        let loop = EventLoop()
         let transport = TCPTransport(host: "127.0.0.1", port: port)
-        let error = #expect(throws: HCITransportError.self) {
-            try transport.open(on: EventLoop(), sink: RecordingSink())
-        }
-        #expect(error?.message == "connect to 127.0.0.1:\(port): Connection refused (ECONNREFUSED)")
+        let sink = RecordingSink()
+        try transport.open(on: loop, sink: sink)
+        transport.send(Self.reset)  // Waits for the connection, then is dropped with it.
+        #expect(waitUntil(pumping: loop) { sink.isClosed })
+        let error = try #require(sink.closes.first ?? nil)
+        #expect(error.message == "connect to 127.0.0.1:\(port): Connection refused (ECONNREFUSED)")
+        #expect(error.errno == ECONNREFUSED)
+        #expect(sink.closes.count == 1)
+        #expect(transport.pendingOutputByteCount == 0)
 
         let unix = UnixSocketTransport(path: temporaryPath("missing.sock"))
-        let unixError = #expect(throws: HCITransportError.self) {
-            try unix.open(on: EventLoop(), sink: RecordingSink())
+        let unixSink = RecordingSink()
+        try unix.open(on: loop, sink: unixSink)
+        #expect(waitUntil(pumping: loop) { unixSink.isClosed })
+        let unixError = try #require(unixSink.closes.first ?? nil)
+        #expect(unixError.message.hasSuffix("No such file or directory (ENOENT)"))
+        #expect(unixError.errno == ENOENT)
+
+        // A path that cannot be a socket address is refused before anything connects.
+        #expect(throws: HCITransportError.self) {
+            try UnixSocketTransport(path: String(repeating: "x", count: 200)).open(on: loop, sink: RecordingSink())
         }
-        #expect(unixError?.message.hasSuffix("No such file or directory (ENOENT)") == true)
+    }
+
+    @Test func closingWhileConnectingStopsTheAttempt() throws {
+        // A listener whose backlog never gets accepted still completes TCP connects; an
+        // unroutable address would wait for minutes. Close right after open: whichever
+        // comes first, the sink hears nil once and nothing stays queued.
+        let stalled = try StalledServer()
+        defer { stalled.close() }
+        let loop = EventLoop()
+        let transport = TCPTransport(host: "127.0.0.1", port: stalled.port)
+        let sink = RecordingSink()
+        try transport.open(on: loop, sink: sink)
+        transport.send(Self.reset)
+        transport.close()
+        #expect(waitUntil(pumping: loop) { sink.isClosed })
+        #expect(sink.closes.count == 1)
+        #expect(sink.closes.first! == nil)
+        #expect(transport.pendingOutputByteCount == 0)
+    }
+
+    /// A controller that stopped reading: the loop's timers keep firing while the socket is
+    /// full, sends return at once, and the queue's bound closes the transport with an error
+    /// that says what happened.
+    @Test func aControllerThatStopsReadingNeverBlocksTheLoop() throws {
+        let stalled = try StalledServer()
+        defer { stalled.close() }
+        let loop = EventLoop(name: "host", pacing: .realTime)
+        defer { loop.shutdown() }
+        let transport = TCPTransport(host: "127.0.0.1", port: stalled.port, outboundLimit: 8 << 20)
+        let sink = RecordingSink()
+        try transport.open(on: loop, sink: sink)
+        let connection = try stalled.accept()
+        defer { close(connection) }
+
+        // 6 MiB: more than the socket takes (the kernel grows a TCP send buffer up to
+        // net.ipv4.tcp_wmem's maximum, 4 MiB by default, even toward a closed window).
+        let bulk = (0..<(6 * 1024)).map { i in
+            HCIPacket.acl(ACLDataPacket(handle: 0x0040, boundary: .firstNonFlushable,
+                                        data: [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 1019)))
+        }
+        loop.execute { for packet in bulk { transport.send(packet) } }
+        // Connected, part taken by the kernel, the rest waiting: the socket is full.
+        #expect(waitUntil { (1..<(6 << 20)).contains(transport.pendingOutputByteCount) })
+        let backlog = transport.pendingOutputByteCount
+        let fired = Shared(0)
+        loop.execute {
+            transport.send(Self.reset)
+            loop.schedule(after: .milliseconds(1)) { fired.update { $0 += 1 } }
+            loop.schedule(after: .milliseconds(2)) { fired.update { $0 += 1 } }
+        }
+        #expect(waitUntil { fired.value == 2 })
+        #expect(transport.pendingOutputByteCount >= 4)
+        _ = backlog
+        #expect(!sink.isClosed)
+
+        // Past the bound, the transport closes.
+        loop.execute { for packet in bulk { transport.send(packet) } }
+        #expect(waitUntil { sink.isClosed })
+        let error = try #require(sink.closes.first ?? nil)
+        #expect(error.message.hasPrefix("tcp 127.0.0.1:\(stalled.port): the other side stopped reading: "))
+        #expect(error.message.hasSuffix("more than the limit of 8388608"))
+        #expect(transport.pendingOutputByteCount == 0)
     }
 }

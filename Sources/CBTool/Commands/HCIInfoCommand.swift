@@ -39,7 +39,12 @@ struct HCIInfoCommand: ParsableCommand {
         if case .virtual(let path?) = spec {
             // A controller of ours on the radio another process shares (`cbtool radio --listen`).
             let proxy: RadioProxy
-            do { proxy = try RadioProxy(path: path, loop: loop) } catch { throw ToolError("virtual:\(path): \(error)") }
+            do {
+                proxy = try RadioProxy(path: path, loop: loop)
+                try proxy.waitUntilJoined()
+            } catch {
+                throw ToolError("virtual:\(path): \(error)")
+            }
             let address = BluetoothAddress(value: 0xC0_00_00_00_00_00 | UInt64(proxy.client) << 16 | 1)
             hciTransport = VirtualController(radio: proxy, address: address).makeHostTransport()
         } else if spec.isVirtual {

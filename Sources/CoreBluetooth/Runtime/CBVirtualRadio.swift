@@ -40,7 +40,10 @@ public final class CBVirtualRadio: @unchecked Sendable {
     let loop: EventLoop
     let radio: any RadioMedium
     let identifiers: IdentifierStore
-    private let addressSeed: UInt64
+    /// Nil on a joined radio: the process's number there, known once joined, stands in.
+    private let addressSeed: UInt64?
+    /// The other process's radio this one joined, if it is one.
+    let proxy: RadioProxy?
     private let deviceCount = Locked(0)
 
     /// A radio of its own. `seed` fixes the radio's randomness (RSSI noise) and the devices'
@@ -53,6 +56,7 @@ public final class CBVirtualRadio: @unchecked Sendable {
         radio = VirtualRadio(loop: loop, airTime: airTime == .timed ? .timed : .instant, seed: seed)
         identifiers = IdentifierStore(fileURL: nil)
         addressSeed = seed
+        proxy = nil
         // The thread that made the radio drives it: time stands still until it waits.
         if clock == .virtual { loop.holdClock() }
     }
@@ -64,6 +68,7 @@ public final class CBVirtualRadio: @unchecked Sendable {
         radio = VirtualRadio(loop: loop, seed: 1)
         self.identifiers = identifiers
         addressSeed = 1
+        proxy = nil
     }
 
     /// A radio another process hosts (`cbtool radio --listen PATH`), joined over its socket.
@@ -73,8 +78,8 @@ public final class CBVirtualRadio: @unchecked Sendable {
         loop = proxy.loop
         radio = proxy
         identifiers = .persistent
-        // Addresses unique across the processes on the radio: the process's number on it.
-        addressSeed = 0x8000 | UInt64(proxy.client & 0x7FFF)
+        addressSeed = nil
+        self.proxy = proxy
     }
 
     deinit { loop.shutdown() }
@@ -84,11 +89,23 @@ public final class CBVirtualRadio: @unchecked Sendable {
     private static let joined = Locked<[String: CBVirtualRadio]>([:])
 
     /// The radio at the Unix socket `path` (`CB_TRANSPORT=virtual:PATH`), joined on first use.
+    /// Throws at once when nobody listens there; the handshake goes on in the background (the
+    /// devices wait for it: ``LocalDevice/start(_:)``), and a radio whose handshake failed is
+    /// forgotten, so that the next manager tries again.
     static func joining(path: String) throws -> CBVirtualRadio {
         try joined.withLock { radios in
             if let radio = radios[path] { return radio }
-            let radio = CBVirtualRadio(joining: try RadioProxy(path: path))
+            let proxy = try RadioProxy(path: path)
+            let radio = CBVirtualRadio(joining: proxy)
             radios[path] = radio
+            proxy.loop.execute { [weak radio] in
+                proxy.whenJoined { error in
+                    guard error != nil else { return }
+                    joined.withLock { radios in
+                        if let radio, radios[path] === radio { radios[path] = nil }
+                    }
+                }
+            }
             return radio
         }
     }
@@ -118,7 +135,9 @@ public final class CBVirtualRadio: @unchecked Sendable {
             return UInt64(count)
         }
         // 0xCB in the top octet marks our virtual devices; the seed keeps radios apart.
-        let value = (0xCB << 40) | ((addressSeed & 0xFFFF) << 24) | (index & 0xFF_FFFF)
+        // On a joined radio, addresses unique across its processes: the process's number on it.
+        let seed = addressSeed ?? 0x8000 | UInt64((proxy?.client ?? 0) & 0x7FFF)
+        let value = (0xCB << 40) | ((seed & 0xFFFF) << 24) | (index & 0xFF_FFFF)
         return VirtualController(radio: radio, address: BluetoothAddress(value: value), position: position)
     }
 

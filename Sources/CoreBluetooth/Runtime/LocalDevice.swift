@@ -217,6 +217,13 @@ final class LocalDevice: @unchecked Sendable {
     func start(_ completion: @escaping (Result<HostDevice, DeviceError>) -> Void) {
         precondition(loop.inLoop)
         if let hostDevice, !hostDevice.isClosed { return completion(.success(hostDevice)) }
+        // A radio of another process: its controllers attach once the handshake is over.
+        if let proxy = radio?.proxy, !proxy.isJoined {
+            return proxy.whenJoined { [self] error in
+                if let error { return completion(.failure(DeviceError(description: "virtual:\(proxy.path): \(error)"))) }
+                start(completion)
+            }
+        }
         if starting != nil {
             starting?.append(completion)
             return

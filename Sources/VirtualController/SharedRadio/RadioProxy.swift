@@ -8,17 +8,30 @@ import Scheduling
 /// devices send arrives on this proxy's loop, with the RSSI the server's radio computed.
 ///
 /// Time is the wall clock (the loop is real-time): the radio is shared by processes.
+///
+/// Joining never waits: `init` connects (a Unix socket connects or fails at once) and the
+/// handshake runs on the socket's reader thread; `whenJoined` (on the loop) or
+/// `waitUntilJoined()` (elsewhere) hear how it went. Attach devices once joined.
 public final class RadioProxy: RadioMedium, @unchecked Sendable {
     public let path: String
     public let loop: EventLoop
-    public let airTime: AirTimeMode
-    /// The number the server gave this process: the high 16 bits of its devices' ids.
-    public let client: UInt16
+    /// Whether the server times the air (loop-confined; known once joined).
+    public private(set) var airTime: AirTimeMode = .instant
+    /// The number the server gave this process: the high 16 bits of its devices' ids
+    /// (loop-confined; known once joined).
+    public private(set) var client: UInt16 = 0
     /// Called (on the loop) if the server goes away; the devices then hear nothing more.
     public var onDisconnect: (@Sendable (String) -> Void)?
 
+    private enum Joining {
+        case waiting([(RadioSocketError?) -> Void])
+        case joined
+        case failed(RadioSocketError)
+    }
+
     private let connection: RadioSocketConnection
     // Loop-confined.
+    private var joining = Joining.waiting([])
     private var devices: [RadioDeviceID: (device: Weak, position: RadioPosition)] = [:]
     private var nextIndex: UInt32 = 1
     /// Links of this process's devices, by access address: whether the ends hear each other.
@@ -28,38 +41,82 @@ public final class RadioProxy: RadioMedium, @unchecked Sendable {
 
     private struct Weak { weak var device: RadioDevice? }
 
-    /// Connects to the radio at `path` and says hello; throws if nobody answers there.
+    /// How long the server has to answer the hello.
+    static let handshakeTimeoutSeconds = 5
+
+    /// Connects to the radio at `path` and says hello in the background; throws at once if
+    /// nobody listens there.
     public init(path: String, loop: EventLoop? = nil) throws {
         self.path = path
-        let fd = try RadioSocketConnection.connect(path: path)
+        let (fd, isConnected) = try RadioSocketConnection.startConnecting(path: path)
         let connection = RadioSocketConnection(fd: fd, label: path)
-        connection.setReceiveTimeout(seconds: 5)
-        let welcome: RadioWireMessage?
-        do {
-            try connection.sendNow(.hello(version: RadioWireMessage.version))
-            welcome = try connection.readMessage()
-        } catch {
-            connection.close()
-            throw RadioSocketError("the radio at \(path) did not answer: \(error)")
-        }
-        guard case .welcome(let version, let client, let timed)? = welcome, version == RadioWireMessage.version else {
-            connection.close()
-            throw RadioSocketError("\(path) is not a compatible radio")
-        }
-        connection.setReceiveTimeout(seconds: 0)
         self.connection = connection
-        self.client = client
-        airTime = timed ? .timed : .instant
         self.loop = loop ?? EventLoop(name: "radio proxy \(path)", pacing: .realTime)
         random = SeededGenerator(seed: UInt64.random(in: 1...UInt64.max))
         let proxyLoop = self.loop
-        connection.startReading(onMessage: { [weak self] message in
+        let handshake: @Sendable () throws -> Void = { [weak self] in
+            let welcome: RadioWireMessage?
+            do {
+                if !isConnected { try RadioSocketConnection.finishConnecting(fd, path: path) }
+                connection.setReceiveTimeout(seconds: Self.handshakeTimeoutSeconds)
+                try connection.sendNow(.hello(version: RadioWireMessage.version))
+                welcome = try connection.readMessage()
+            } catch {
+                throw RadioSocketError("the radio at \(path) did not answer: \(error)")
+            }
+            guard case .welcome(let version, let client, let timed)? = welcome, version == RadioWireMessage.version else {
+                throw RadioSocketError("\(path) is not a compatible radio")
+            }
+            connection.setReceiveTimeout(seconds: 0)
+            let proxy = self
+            proxyLoop.execute { proxy?.didJoin(client: client, timed: timed) }
+        }
+        connection.startReading(handshake: handshake, onMessage: { [weak self] message in
             let proxy = self
             proxyLoop.execute { proxy?.handle(message) }
         }, onClose: { [weak self] problem in
             let proxy = self
             proxyLoop.execute { proxy?.serverGone(problem) }
         })
+    }
+
+    /// Calls `body` on the loop once the handshake is over: nil when joined, or why not. Call
+    /// on the loop.
+    public func whenJoined(_ body: @escaping (RadioSocketError?) -> Void) {
+        switch joining {
+        case .waiting(var waiters):
+            waiters.append(body)
+            joining = .waiting(waiters)
+        case .joined: body(nil)
+        case .failed(let error): body(error)
+        }
+    }
+
+    /// Whether the handshake is over and succeeded. Call on the loop.
+    public var isJoined: Bool {
+        if case .joined = joining { true } else { false }
+    }
+
+    /// Waits (off the loop: a tool's main thread) until joined; throws why not.
+    public func waitUntilJoined() throws {
+        let outcome = Locked<RadioSocketError??>(nil)
+        let done = DispatchSemaphore(value: 0)
+        loop.execute { [self] in
+            whenJoined { error in
+                outcome.withLock { $0 = .some(error) }
+                done.signal()
+            }
+        }
+        done.wait()
+        if case .some(let error?) = outcome.current { throw error }
+    }
+
+    private func didJoin(client: UInt16, timed: Bool) {
+        guard case .waiting(let waiters) = joining else { return }
+        self.client = client
+        airTime = timed ? .timed : .instant
+        joining = .joined
+        for waiter in waiters { waiter(nil) }
     }
 
     deinit { connection.close() }
@@ -94,6 +151,13 @@ public final class RadioProxy: RadioMedium, @unchecked Sendable {
     }
 
     private func serverGone(_ problem: String?) {
+        if case .waiting(let waiters) = joining {
+            let error = RadioSocketError(problem ?? "the radio at \(path) closed before it answered")
+            joining = .failed(error)
+            connected = false
+            for waiter in waiters { waiter(error) }
+            return
+        }
         guard connected else { return }
         connected = false
         // Every connection of this process's devices loses its peer.

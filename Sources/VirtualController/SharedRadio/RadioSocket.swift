@@ -28,20 +28,18 @@ final class RadioSocketConnection: @unchecked Sendable {
         writes = DispatchQueue(label: "radio socket writer \(label)")
     }
 
-    /// Starts the reading thread: `onMessage` for every frame, then `onClose` once (peer gone,
-    /// garbage, or `close()`).
-    func startReading(onMessage: @escaping @Sendable (RadioWireMessage) -> Void,
+    /// Starts the reading thread: `handshake` first (if any), then `onMessage` for every frame,
+    /// then `onClose` once (handshake failed, peer gone, garbage, or `close()`).
+    func startReading(handshake: (@Sendable () throws -> Void)? = nil,
+                      onMessage: @escaping @Sendable (RadioWireMessage) -> Void,
                       onClose: @escaping @Sendable (String?) -> Void) {
         let thread = Thread { [self] in
             var problem: String?
-            while true {
-                do {
-                    guard let message = try readMessage() else { break }
-                    onMessage(message)
-                } catch {
-                    problem = "\(error)"
-                    break
-                }
+            do {
+                try handshake?()
+                while let message = try readMessage() { onMessage(message) }
+            } catch {
+                problem = "\(error)"
             }
             close()
             onClose(problem)
@@ -166,6 +164,7 @@ final class RadioSocketConnection: @unchecked Sendable {
         return fd
     }
 
+    /// Connects to the radio at `path` (blocking: for tools and the listener's check).
     static func connect(path: String) throws -> Int32 {
         let fd = try makeSocket()
         let result = try withAddress(path) { Foundation.connect(fd, $0, $1) }
@@ -175,6 +174,35 @@ final class RadioSocketConnection: @unchecked Sendable {
             throw RadioSocketError.posix("cannot reach the radio at \(path)", code)
         }
         return fd
+    }
+
+    /// Starts connecting to the radio at `path` without waiting: a Unix socket connects at
+    /// once or fails at once (no such file, nobody listening), except when the listener's
+    /// backlog is full. Returns the socket (in blocking mode, for the reader thread and the
+    /// write queue) and whether it is connected; if not, `finishConnecting` completes it.
+    static func startConnecting(path: String) throws -> (fd: Int32, connected: Bool) {
+        let fd = try makeSocket()
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        var result = try withAddress(path) { Foundation.connect(fd, $0, $1) }
+        while result != 0 && errno == EINTR { result = try withAddress(path) { Foundation.connect(fd, $0, $1) } }
+        let code = errno
+        _ = fcntl(fd, F_SETFL, flags)
+        if result == 0 { return (fd, true) }
+        if code == EAGAIN || code == EINPROGRESS { return (fd, false) }
+        _ = Foundation.close(fd)
+        throw RadioSocketError.posix("cannot reach the radio at \(path)", code)
+    }
+
+    /// Completes a connection `startConnecting` left waiting for the backlog (blocking: call it
+    /// on the reader thread).
+    static func finishConnecting(_ fd: Int32, path: String) throws {
+        while try withAddress(path, { Foundation.connect(fd, $0, $1) }) != 0 {
+            let code = errno
+            if code == EINTR || code == EAGAIN { continue }
+            if code == EISCONN { return }
+            throw RadioSocketError.posix("cannot reach the radio at \(path)", code)
+        }
     }
 
     /// Listens at `path`; a stale socket file nobody answers on is replaced, a live one refused.
