@@ -122,6 +122,9 @@ public enum DaemonCommand {
         switch spec {
         case .virtual(let path?):
             let proxy = try RadioProxy(path: path)
+            // The handshake runs on the socket's thread: attach the controller once joined (and
+            // the radio has numbered this process). This runs at start-up, off any loop.
+            try proxy.waitUntilJoined()
             // Unique on the shared radio: the number the radio gave this process.
             let controller = VirtualController(radio: proxy, address: BluetoothAddress(value: 0xCB_D0_00_00_00_00 | UInt64(proxy.client) << 8 | 1))
             return (HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd", log: log),

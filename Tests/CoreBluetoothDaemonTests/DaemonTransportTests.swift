@@ -127,6 +127,7 @@ struct DaemonTransportTests {
 
         // corebluetoothd on a virtual controller of its own on that radio.
         let proxy = try RadioProxy(path: radioPath)
+        try proxy.waitUntilJoined()  // the controller attaches once joined
         let controller = VirtualController(radio: proxy, address: BluetoothAddress("CB:D0:00:00:16:01")!)
         let device = HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd")
         let started = Shared<Bool?>(nil)

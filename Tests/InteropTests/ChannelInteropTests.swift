@@ -235,6 +235,8 @@ struct ChannelInteropTests {
         let channel = try #require(delegate.channels.first)
         checks.check(channel.psm, Self.bumblePSM, "the channel's PSM")
         checks.check(channel.peer === peripheral, "the channel's peer is not the peripheral")
+        // Bumble's lines come through a pipe read on another thread: wait for the one wanted.
+        server.waitFor("OPENED", timeout: .seconds(10))
         let opened = Self.fields(server.line(startingWith: "OPENED"))
         checks.check(opened["psm"], "0x0081", "the PSM Bumble saw")
         // Our side of the channel, as Bumble read it from our request.
@@ -254,6 +256,8 @@ struct ChannelInteropTests {
         checks.check(sender.error == nil, "stream error: \(sender.error ?? "")")
 
         // Bumble's view: whole SDUs within its MTU, none of our PDUs above its MPS.
+        // Bumble prints each SDU's line before echoing it; the pipe may still hold the last.
+        _ = waitUntil(timeout: .seconds(10)) { Self.numbers(server, prefix: "SDU").reduce(0, +) >= payload.count }
         let sdus = Self.numbers(server, prefix: "SDU")
         checks.check(sdus.reduce(0, +), payload.count, "bytes in the SDUs Bumble received (\(sdus))")
         checks.check(sdus.allSatisfy { $0 <= serverMTU }, "SDUs above Bumble's MTU \(serverMTU): \(sdus)")
@@ -334,6 +338,7 @@ struct ChannelInteropTests {
         checks.wait({ !delegate.channels.isEmpty || !delegate.openErrors.isEmpty }, seconds: 40, "the channel's didOpen")
         checks.check(delegate.openErrors.isEmpty, "open failed: \(delegate.openErrors)")
         let channel = try #require(delegate.channels.first)
+        server.waitFor("OPENED", timeout: .seconds(10))  // its lines come through a pipe
         checks.check(server.line(startingWith: "REFUSED"), "REFUSED psm=0x0081 result=0x0005", "Bumble's first answer")
         checks.check(server.line(startingWith: "PAIRED"), "PAIRED sc 0", "Bumble's pairing")
         checks.check(server.count(prefix: "ENCRYPTED 1"), 1, "Bumble's encryptions")
@@ -345,6 +350,8 @@ struct ChannelInteropTests {
         checks.check(waitUntil(timeout: .seconds(60)) { sender.received.count >= payload.count || sender.error != nil },
                      "echo: \(sender.received.count) of \(payload.count) bytes back, stream error \(sender.error ?? "none")")
         checks.check(sender.received == payload, "the echo differs from what was sent")
+        // Bumble prints each SDU's line before echoing it; the pipe may still hold the last.
+        _ = waitUntil(timeout: .seconds(10)) { Self.numbers(server, prefix: "SDU").reduce(0, +) >= payload.count }
         let sdus = Self.numbers(server, prefix: "SDU")
         checks.check(sdus.reduce(0, +), payload.count, "bytes in the SDUs Bumble received (\(sdus))")
         checks.check(sdus.allSatisfy { $0 <= 512 }, "SDUs above Bumble's MTU 512: \(sdus)")
