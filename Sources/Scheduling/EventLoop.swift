@@ -103,6 +103,10 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `work` on the loop as soon as possible, after work already posted. Thread-safe.
     public func execute(_ work: @escaping @Sendable () -> Void) {
         if inLoop {
+            // Work other threads posted before this call goes first: a job posted here must
+            // not overtake it (a stream's writes, posted from the app's thread and then, for the
+            // last of them, from the loop, went out of order that way).
+            drainInbox()
             ready.append(Job(run: work))
             return
         }

@@ -33,6 +33,30 @@ struct ThreadedEventLoopTests {
         #expect(log.entries.last.map { $0 - log.entries[0] } == .seconds(1000))
     }
 
+    /// `execute` keeps the order of posting across threads: a job the loop posts for itself
+    /// does not overtake one another thread posted first (the inbox is taken first).
+    @Test func workPostedOnTheLoopGoesAfterWorkOtherThreadsPostedBefore() {
+        let loop = EventLoop(name: "order", pacing: .unpaced)
+        defer { loop.shutdown() }
+        let posted = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+        loop.execute {
+            // While this job runs, another thread posts; only then does the loop post.
+            DispatchQueue.global().async {
+                loop.execute { log.append("from another thread") }
+                posted.signal()
+            }
+            _ = posted.wait(timeout: .now() + Self.bound)
+            loop.execute {
+                log.append("from the loop")
+                done.signal()
+            }
+        }
+        #expect(done.wait(timeout: .now() + Self.bound) == .success)
+        #expect(log.entries == ["from another thread", "from the loop"])
+    }
+
     @Test func shutdownStopsAThreadedLoop() {
         let loop = EventLoop(name: "stopping", pacing: .unpaced)
         let ran = DispatchSemaphore(value: 0)
