@@ -86,7 +86,9 @@ extension HostDevice {
         publishedPSMs.removeAll { $0.owner == owner }
     }
 
-    /// Opens a credit-based channel to `psm` on the peer. A refusal for want of security
+    /// Opens a credit-based channel to `psm` on the peer: in the enhanced credit-based mode
+    /// (Credit Based Connection Request, 0x17) when the peer supports it, else in the LE mode
+    /// (0x14, after the peer's Command Reject). A refusal for want of security
     /// (Insufficient Authentication, Insufficient Encryption, Encryption Key Size Too Short)
     /// raises the link's security — with the bond's key, or by pairing — and the open is tried
     /// once more, as iOS does.
@@ -101,7 +103,7 @@ extension HostDevice {
                              retryAfterSecurity: Bool,
                              completion: @escaping (Result<L2CAPCreditChannel, ChannelOpenError>) -> Void) {
         guard connection.isOpen else { return completion(.failure(.disconnected)) }
-        connection.le.l2cap.openCreditBasedChannel(psm: psm, parameters: parameters) { [weak self] result in
+        connection.le.l2cap.openCreditBasedChannel(psm: psm, parameters: parameters, enhanced: true) { [weak self] result in
             switch result {
             case .success(let channel):
                 completion(.success(channel))

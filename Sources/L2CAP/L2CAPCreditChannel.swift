@@ -359,12 +359,14 @@ extension L2CAPLink {
 
     /// Opens a credit-based channel to `psm`: LE Credit Based Connection Request (0x14), or
     /// with `enhanced` the Credit Based Connection Request (0x17) for one channel, which falls
-    /// back to 0x14 when the peer answers Command Reject "command not understood".
+    /// back to 0x14 when the peer answers Command Reject "command not understood" (and is not
+    /// tried when `parameters` are below the enhanced mode's minimum MTU and MPS of 64).
     /// `completion` runs on the loop with the open channel or why not.
     public func openCreditBasedChannel(psm: UInt16, parameters: CreditBasedChannelParameters = .default,
                                        enhanced: Bool = false,
                                        completion: @escaping (Result<L2CAPCreditChannel, L2CAPChannelOpenError>) -> Void) {
         guard isOpen else { return completion(.failure(.disconnected)) }
+        let enhanced = enhanced && parameters.isValid(enhanced: true)
         guard parameters.isValid(enhanced: enhanced) else { return completion(.failure(.invalidParameters)) }
         guard let cid = freeCIDs(1).first else { return completion(.failure(.noFreeChannelIDs)) }
         reservedCIDs.append(cid)

@@ -142,16 +142,30 @@ struct ChannelInteropTests {
                           where: "frame.p2p_dir == \(ours ? 0 : 1) && btl2cap.cid >= 0x0040 && !btl2cap.cmd_code")
     }
 
+    /// The results of the enhanced Credit Based Connection Responses (0x18) Bumble sent, in
+    /// frame order, each one of `candidates`. Debian 12's tshark (4.0) names the enhanced
+    /// commands only by code, so the result is read from the bytes: the L2CAP and command
+    /// headers (4 + 4), MTU, MPS, Initial Credits, then Result at offset 14 (Vol 3 Part A §4.26).
+    static func enhancedResults(_ frames: CaptureFrames, candidates: [Int] = [0, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12]) throws -> [Int] {
+        try candidates.flatMap { code in
+            try frames.numbers(String(format: "frame.p2p_dir == 1 && btl2cap.cmd_code == 0x18 && btl2cap[14:2] == %02x:00", code))
+                .map { (frame: $0, code: code) }
+        }.sorted { $0.frame < $1.frame }.map(\.code)
+    }
+
     /// Our K-frames on the capture's one credit-based channel that went out with no credit
-    /// left: Bumble's initial credits (its successful response) plus its LE Flow Control
-    /// Credits seen so far, against one credit a K-frame (Vol 3 Part A §10.1). Frame numbers.
-    static func kFramesBeyondCredits(_ frames: CaptureFrames) throws -> [Int] {
+    /// left: Bumble's initial credits (its successful response: `initialCredits`, what the
+    /// test gave Bumble's `--credits`, checked in the enhanced response's bytes) plus its LE
+    /// Flow Control Credits seen so far, against one credit a K-frame (Vol 3 Part A §10.1).
+    /// Frame numbers.
+    static func kFramesBeyondCredits(_ frames: CaptureFrames, initialCredits: Int) throws -> [Int] {
         let sent = try frames.rows(["frame.number"], where: "frame.p2p_dir == 0 && btl2cap.cid >= 0x0040 && !btl2cap.cmd_code")
             .compactMap { $0.first.flatMap(Int.init) }.map { (frame: $0, credits: -1) }
-        let granted = try frames.rows(["frame.number", "btl2cap.initial_credits"],
-                                      where: "frame.p2p_dir == 1 && btl2cap.cmd_code == 0x15 && btl2cap.le_result == 0")
-            + frames.rows(["frame.number", "btl2cap.credits"], where: "frame.p2p_dir == 1 && btl2cap.cmd_code == 0x16")
-        let grants = granted.compactMap { row -> (frame: Int, credits: Int)? in
+        let opened = try frames.numbers(String(format: "frame.p2p_dir == 1 && btl2cap.cmd_code == 0x18 && btl2cap[14:2] == 00:00 && btl2cap[12:2] == %02x:%02x",
+                                               initialCredits & 0xFF, initialCredits >> 8))
+        let granted = try frames.rows(["frame.number", "btl2cap.credits"], where: "frame.p2p_dir == 1 && btl2cap.cmd_code == 0x16")
+        guard opened.count == 1 else { return [-1] }  // no single successful response with those credits
+        let grants = [(frame: opened[0], credits: initialCredits)] + granted.compactMap { row -> (frame: Int, credits: Int)? in
             guard row.count == 2, let frame = Int(row[0]), let credits = CaptureFrames.number(row[1]) else { return nil }
             return (frame, credits)
         }
@@ -268,8 +282,11 @@ struct ChannelInteropTests {
         // Bumble's K-frames to us: within the MPS we asked for.
         let theirs = try Self.kFrameLengths(frames, ours: false)
         checks.check(theirs.allSatisfy { $0 <= ourMPS }, "Bumble's K-frames above our MPS \(ourMPS): \(Set(theirs).sorted())")
-        checks.check(try frames.count("btl2cap.cmd_code == 0x14"), 1, "LE Credit Based Connection Requests")
-        checks.check(try Self.kFramesBeyondCredits(frames), [], "our K-frames sent without a credit")
+        // Both hosts support the enhanced credit-based mode: our central asks for it (0x17).
+        checks.check(try frames.count("btl2cap.cmd_code == 0x17"), 1, "Credit Based Connection Requests")
+        checks.check(try frames.count("btl2cap.cmd_code == 0x14"), 0, "LE Credit Based Connection Requests")
+        checks.check(try Self.enhancedResults(frames), [0], "Credit Based Connection Response results")
+        checks.check(try Self.kFramesBeyondCredits(frames, initialCredits: 8), [], "our K-frames sent without a credit")
         finished = true
     }
 
@@ -345,14 +362,13 @@ struct ChannelInteropTests {
 
         try checks.checkCapture(capture, smp: true)
         let frames = try CaptureFrames(capture)
-        checks.check(try frames.count("btl2cap.cmd_code == 0x14"), 2, "LE Credit Based Connection Requests (one retry)")
-        checks.check(try frames.values("btl2cap.le_result", where: "btl2cap.cmd_code == 0x15"), [5, 0],
-                     "LE Credit Based Connection Response results")
+        checks.check(try frames.count("btl2cap.cmd_code == 0x17"), 2, "Credit Based Connection Requests (one retry)")
+        checks.check(try Self.enhancedResults(frames), [5, 0], "Credit Based Connection Response results")
         checks.check(try frames.count("btsmp.opcode == 0x01"), 1, "Pairing Requests")
         let ours = try Self.kFrameLengths(frames, ours: true)
         checks.check(ours.allSatisfy { $0 <= 64 }, "K-frames of ours above MPS 64: \(Set(ours).sorted())")
         checks.check(try frames.count("btl2cap.cmd_code == 0x16 && frame.p2p_dir == 1") > 10, "Bumble's LE Flow Control Credits")
-        checks.check(try Self.kFramesBeyondCredits(frames), [], "our K-frames sent without a credit")
+        checks.check(try Self.kFramesBeyondCredits(frames, initialCredits: 2), [], "our K-frames sent without a credit")
         finished = true
     }
 

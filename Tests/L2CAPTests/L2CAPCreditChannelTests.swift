@@ -165,11 +165,13 @@ struct L2CAPCreditChannelTests {
         l.openCreditBasedChannel(psm: 0x80, parameters: CreditBasedChannelParameters(mtu: 23, mps: 65534, initialCredits: 1)) {
             results.append($0)
         }
-        // Enhanced: 64 at least.
+        #expect(results.map(\.failure) == Array(repeating: .invalidParameters, count: 2))
+        #expect(lower.sent.isEmpty)
+        // Below the enhanced mode's minimum (64) the LE mode is asked for instead: Request 0x14,
+        // id 1, SPSM 0x80, SCID 0x40, MTU 63, MPS 64, 1 credit.
         l.openCreditBasedChannel(psm: 0x80, parameters: CreditBasedChannelParameters(mtu: 63, mps: 64, initialCredits: 1),
                                  enhanced: true) { results.append($0) }
-        #expect(results.map(\.failure) == Array(repeating: .invalidParameters, count: 3))
-        #expect(lower.sent.isEmpty)
+        #expect(lower.sentHex == [hex("0e00 0500 14 01 0a00 8000 4000 3f00 4000 0100")])
         l.close()
         l.openCreditBasedChannel(psm: 0x80) { results.append($0) }
         #expect(results.last?.failure == .disconnected)

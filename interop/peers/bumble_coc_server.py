@@ -5,7 +5,8 @@ Usage: python bumble_coc_server.py TRANSPORT [--name BumbleCoC] [--address F0:C0
            [--psm 0x0081] [--mtu 512] [--mps 64] [--credits 8] [--encrypt]
 
 TRANSPORT as for every peer (e.g. tcp-client:127.0.0.1:PORT). Advertises NAME (connectable, from
-the static random ADDRESS) and serves LE credit-based channels on PSM (decimal or 0x hex). Its
+the static random ADDRESS) and serves credit-based channels on PSM (decimal or 0x hex), opened
+in the LE mode (0x14) or the enhanced one (0x17: Bumble answers both, one channel at a time). Its
 own side of each channel: MTU (the largest SDU it accepts), MPS (the largest PDU it accepts: an
 SDU above MPS - 2 must come segmented) and CREDITS (the credits it grants at the start and tops
 up to, Bumble-style, once the peer has used half of them). Each SDU received is written back on
@@ -14,9 +15,9 @@ MTU into several SDUs: keep the SDUs within both MTUs).
 
 --encrypt: a channel is accepted only over an encrypted link. Bumble 0.0.236 has no security
 setting for an LE CoC server (it accepts every request on a registered PSM), so this script checks
-the link itself before Bumble sees the request and refuses with result 0x0005 (Insufficient
-Authentication) when it holds no key for the peer, 0x0008 (Insufficient Encryption) when it has
-one (a bond) but the link is not encrypted. Pairing is always accepted: Just Works, LE Secure
+the link itself before Bumble sees a request (of either mode) and refuses with result 0x0005
+(Insufficient Authentication) when it holds no key for the peer, 0x0008 (Insufficient Encryption)
+when it has one (a bond) but the link is not encrypted. Pairing is always accepted: Just Works, LE Secure
 Connections, bonding, keys in Bumble's in-memory keystore (a bond lasts as long as the process).
 
 Prints READY <address> once advertising, then one line per event:
@@ -33,7 +34,8 @@ import asyncio
 
 from bumble.core import AdvertisingData
 from bumble.device import Device
-from bumble.l2cap import L2CAP_LE_Credit_Based_Connection_Response, LeCreditBasedChannelSpec
+from bumble.l2cap import (L2CAP_Credit_Based_Connection_Response, L2CAP_LE_Credit_Based_Connection_Response,
+                          LeCreditBasedChannelSpec)
 from bumble.pairing import PairingConfig, PairingDelegate
 from bumble.transport import open_transport
 
@@ -69,30 +71,40 @@ def watch_link(connection):
 
 
 def require_encryption(device, psm):
-    """Puts a check in front of Bumble's handler of LE Credit Based Connection Requests (it looks
-    the handler up by name on the channel manager for each signaling frame)."""
+    """Puts a check in front of Bumble's handlers of LE Credit Based (0x14) and Credit Based
+    (enhanced, 0x17) Connection Requests (it looks each handler up by name on the channel
+    manager for each signaling frame)."""
     manager = device.l2cap_channel_manager
-    accept = manager.on_l2cap_le_credit_based_connection_request
 
-    async def check(connection, cid, request):
-        if request.le_psm != psm or connection.is_encrypted:
-            return accept(connection, cid, request)
-        keys = await device.keystore.get(str(connection.peer_address)) if device.keystore else None
-        result = (Result.CONNECTION_REFUSED_INSUFFICIENT_ENCRYPTION if keys is not None
-                  else Result.CONNECTION_REFUSED_INSUFFICIENT_AUTHENTICATION)
-        say("REFUSED", f"psm=0x{psm:04X}", f"result=0x{int(result):04X}")
-        server = manager.le_coc_servers[psm]
-        manager.send_control_frame(connection, cid, L2CAP_LE_Credit_Based_Connection_Response(
-            identifier=request.identifier, destination_cid=0, mtu=server.mtu, mps=server.mps,
-            initial_credits=0, result=result))
+    def guard(name, spsm_of, refuse):
+        accept = getattr(manager, name)
 
-    def on_request(connection, cid, request):
-        if request.le_psm != psm or connection.is_encrypted:
-            accept(connection, cid, request)
-        else:  # the keystore lookup is asynchronous
-            asyncio.get_running_loop().create_task(check(connection, cid, request))
+        async def check(connection, cid, request):
+            if spsm_of(request) != psm or connection.is_encrypted:
+                return accept(connection, cid, request)
+            keys = await device.keystore.get(str(connection.peer_address)) if device.keystore else None
+            # The same result codes in both modes (Vol 3 Part A 4.23, 4.26).
+            result = 0x0008 if keys is not None else 0x0005
+            say("REFUSED", f"psm=0x{psm:04X}", f"result=0x{result:04X}")
+            manager.send_control_frame(connection, cid, refuse(request, manager.le_coc_servers[psm], result))
 
-    manager.on_l2cap_le_credit_based_connection_request = on_request
+        def on_request(connection, cid, request):
+            if spsm_of(request) != psm or connection.is_encrypted:
+                accept(connection, cid, request)
+            else:  # the keystore lookup is asynchronous
+                asyncio.get_running_loop().create_task(check(connection, cid, request))
+
+        setattr(manager, name, on_request)
+
+    guard("on_l2cap_le_credit_based_connection_request", lambda request: request.le_psm,
+          lambda request, server, result: L2CAP_LE_Credit_Based_Connection_Response(
+              identifier=request.identifier, destination_cid=0, mtu=server.mtu, mps=server.mps,
+              initial_credits=0, result=Result(result)))
+    guard("on_l2cap_credit_based_connection_request", lambda request: request.spsm,
+          lambda request, server, result: L2CAP_Credit_Based_Connection_Response(
+              identifier=request.identifier, destination_cid=[0] * len(request.source_cid),
+              mtu=server.mtu, mps=server.mps, initial_credits=0,
+              result=L2CAP_Credit_Based_Connection_Response.Result(result)))
 
 
 def sdu_writer(channel):
