@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets in Fuzz/Targets (one per decoder or state machine fed by outside
+# bytes; FUZZING.md lists them) and runs each for SECONDS (default 60), one after another.
+#
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. bash scripts/fuzz.sh 10, bash scripts/fuzz.sh 600 smp
+#
+# How: the package's library targets are built with the address sanitizer and libFuzzer's
+# coverage into their own scratch path (.build-fuzz), then `swiftc` links each harness with
+# `-sanitize=fuzzer,address` (libFuzzer supplies `main`). Nothing of this is in Package.swift,
+# so the package stays usable as a dependency (no unsafe flags in its targets).
+#
+# Each target starts from its seeds (Fuzz/corpus/<target>, committed) plus what earlier runs
+# found (.build-fuzz/corpus/<target>, kept locally). A crash or sanitizer report stops that
+# target; its input is kept as Fuzz/findings/<target>-crash-<sha1> and the script exits 1
+# after running the others. Reproduce one with: .build-fuzz/fuzzers/<target> <input>.
+# FUZZ_JOBS_NICE=1 runs the fuzzers under `nice -n 10` (on a shared machine).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-60}
+shift || true
+scratch=.build-fuzz
+coverage=edge,inline-8bit-counters,pc-table,trace-cmp
+if [ $# -gt 0 ]; then targets=("$@"); else
+    targets=()
+    for f in Fuzz/Targets/*.swift; do targets+=("$(basename "$f" .swift)"); done
+fi
+
+# 1. The library targets the harnesses import, instrumented (incremental after the first time).
+sources=()
+for target in "${targets[@]}"; do sources+=("Fuzz/Targets/$target.swift"); done
+modules=$(cat "${sources[@]}" 2>/dev/null | sed -n 's/^\(@testable \)\{0,1\}import \([A-Za-z]*\)$/\2/p' \
+    | grep -vx Foundation | sort -u)
+[ -n "$modules" ] || { echo "fuzz: no targets named ${targets[*]} in Fuzz/Targets" >&2; exit 2; }
+start=$(date +%s)
+for module in $modules; do
+    if ! swift build --target "$module" --sanitize=address -Xswiftc "-sanitize-coverage=$coverage" \
+        --scratch-path "$scratch" >"$scratch.log" 2>&1; then
+        cat "$scratch.log" >&2
+        echo "fuzz: building $module with the sanitizers failed" >&2
+        exit 2
+    fi
+done
+debug=$(swift build --scratch-path "$scratch" --show-bin-path 2>/dev/null)
+
+# 2. Each harness linked against every library object of that build (executables and tests
+# are never built there), with the module maps of the C targets (BoringSSL) for imports.
+objects=()
+while IFS= read -r o; do objects+=("$o"); done < <(find "$debug" -path '*.build/*.o' -not -path '*-tool.build/*' \
+    -not -path '*/Modules/*' | sort)
+maps=()
+while IFS= read -r m; do maps+=(-Xcc "-fmodule-map-file=$m"); done < <(find "$scratch/checkouts" -path '*/Sources/*' -name module.modulemap 2>/dev/null)
+mkdir -p "$scratch/fuzzers" Fuzz/findings
+for target in "${targets[@]}"; do
+    out="$scratch/fuzzers/$target"
+    # Linked already, and nothing it is made of changed since.
+    if [ -f "$out" ] && [ -z "$(find "Fuzz/Targets/$target.swift" Fuzz/Support "$debug" -newer "$out" \
+        \( -name '*.swift' -o -name '*.o' \) -print -quit)" ]; then continue; fi
+    if ! swiftc -parse-as-library -swift-version 6 -g -sanitize=fuzzer,address -I "$debug/Modules" "${maps[@]}" \
+        "Fuzz/Targets/$target.swift" Fuzz/Support/*.swift "${objects[@]}" -o "$out" 2>"$out.log"; then
+        cat "$out.log" >&2
+        echo "fuzz: linking the $target harness failed" >&2
+        exit 2
+    fi
+done
+echo "fuzz: built ${#targets[@]} targets in $(($(date +%s) - start)) s"
+
+# 3. Run each target, one at a time.
+status=0
+nice_cmd=()
+[ "${FUZZ_JOBS_NICE:-0}" = 1 ] && nice_cmd=(nice -n 10)
+printf '%-16s %12s %8s %s\n' target executions exec/s result
+for target in "${targets[@]}"; do
+    work="$scratch/corpus/$target"
+    artifacts="$scratch/artifacts/$target/"
+    mkdir -p "$work" "$artifacts" "Fuzz/corpus/$target"
+    log="$scratch/fuzzers/$target.run.log"
+    "${nice_cmd[@]}" "$scratch/fuzzers/$target" -max_total_time="$seconds" -print_final_stats=1 -max_len=4096 \
+        -timeout=20 -rss_limit_mb=2048 -artifact_prefix="$artifacts" "$work" "Fuzz/corpus/$target" >"$log" 2>&1
+    code=$?
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    result="ok"
+    if [ $code -ne 0 ]; then
+        status=1
+        result="FINDING (exit $code), log $log"
+        for unit in "$artifacts"*; do
+            [ -f "$unit" ] || continue
+            kept="Fuzz/findings/$target-$(basename "$unit")"
+            mv "$unit" "$kept"
+            result="$result; input kept as $kept"
+        done
+        grep -m1 -E 'ERROR: |Fatal error|SUMMARY' "$log" | sed 's/^/    /'
+    fi
+    printf '%-16s %12s %8s %s\n' "$target" "${runs:-?}" "${speed:-?}" "$result"
+done
+exit $status
