@@ -13,7 +13,9 @@
 # found (.build-fuzz/corpus/<target>, kept locally). A crash or sanitizer report stops that
 # target; its input is kept as Fuzz/findings/<target>-crash-<sha1> and the script exits 1
 # after running the others. Reproduce one with: .build-fuzz/fuzzers/<target> <input>.
-# FUZZ_JOBS_NICE=1 runs the fuzzers under `nice -n 10` (on a shared machine).
+# FUZZ_JOBS_NICE=1 runs the fuzzers under `nice -n 10` (on a shared machine); FUZZ_RUNS=N stops
+# a target after N executions if that comes before SECONDS. Every run is logged (time, target,
+# executions, result) in .build-fuzz/runs.tsv, where FUZZING.md's counts come from.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,7 +77,8 @@ for target in "${targets[@]}"; do
     artifacts="$scratch/artifacts/$target/"
     mkdir -p "$work" "$artifacts" "Fuzz/corpus/$target"
     log="$scratch/fuzzers/$target.run.log"
-    "${nice_cmd[@]}" "$scratch/fuzzers/$target" -max_total_time="$seconds" -print_final_stats=1 -max_len=4096 \
+    "${nice_cmd[@]}" "$scratch/fuzzers/$target" -max_total_time="$seconds" -runs="${FUZZ_RUNS:--1}" \
+        -print_final_stats=1 -max_len=4096 \
         -timeout=20 -rss_limit_mb=2048 -artifact_prefix="$artifacts" "$work" "Fuzz/corpus/$target" >"$log" 2>&1
     code=$?
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -93,5 +96,6 @@ for target in "${targets[@]}"; do
         grep -m1 -E 'ERROR: |Fatal error|SUMMARY' "$log" | sed 's/^/    /'
     fi
     printf '%-16s %12s %8s %s\n' "$target" "${runs:-?}" "${speed:-?}" "$result"
+    printf '%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "${runs:-0}" "$result" >>"$scratch/runs.tsv"
 done
 exit $status

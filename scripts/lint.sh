@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lints Sources, Tests and Examples with the toolchain's `swift format` and the repository's
+# Lints Sources, Tests, Examples and Fuzz with the toolchain's `swift format` and the repository's
 # .swift-format; exits non-zero on any finding. A few seconds; .ci/run runs it before the tests.
 #
 # What is checked: swift-format's rule-based lint, its default rule set (the list is in
@@ -37,5 +37,5 @@ if ! swift format --version >/dev/null 2>&1; then
 fi
 
 swift format lint --strict --recursive --debug-disable-pretty-print \
-    --configuration .swift-format Sources Tests Examples
+    --configuration .swift-format Sources Tests Examples Fuzz
 echo "lint: no findings"
