@@ -68,3 +68,18 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
         #expect(mtu > 23)
     }
 }
+
+/// `linuxSchedule` delays from a spec or a capture (found while writing the spec and capture fuzz
+/// targets: `cbtool spec-from-capture` of a capture whose clock jumps writes notification times
+/// of ~10^13 s, and `Int64(delay * 1e9)` trapped when `cbtool simulate` scheduled them).
+@Suite struct ScheduleDelayTests {
+    @Test func absurdDelaysAreCappedAndNeverTrap() {
+        #expect(CBManager.loopNanoseconds(after: 1.5) == 1_500_000_000)
+        #expect(CBManager.loopNanoseconds(after: 0) == 0)
+        #expect(CBManager.loopNanoseconds(after: -3) == 0)
+        #expect(CBManager.loopNanoseconds(after: .nan) == 0)
+        for absurd in [9.2e12, 1e300, .infinity] {
+            #expect(CBManager.loopNanoseconds(after: absurd) == 1_000_000_000_000_000_000)
+        }
+    }
+}

@@ -356,8 +356,14 @@ public final class SimulatedPeripheral: NSObject, CBPeripheralManagerDelegate, @
         }
         guard let counter = notify.counter else { return Data() }
         let step = counter.step ?? 1
-        let span = max(1, abs(counter.end - counter.start) / max(1, abs(step)) + 1)
-        let current = counter.start + (n % span) * step
+        // In UInt and wrapping: a spec's counter may span all of Int (start Int.min, end Int.max,
+        // step Int.min), where `end - start` and `abs` would trap; the values sent are the low
+        // `bytes` octets anyway.
+        let distance = counter.end >= counter.start ? UInt(bitPattern: counter.end &- counter.start)
+            : UInt(bitPattern: counter.start &- counter.end)
+        let steps = distance / max(1, step.magnitude)
+        let span = steps < UInt(Int.max) ? Int(steps) + 1 : Int.max
+        let current = counter.start &+ (n % span) &* step
         var data = counter.prefix.flatMap { try? InputParsing.hex($0) } ?? Data()
         for i in 0..<(counter.bytes ?? 1) { data.append(UInt8(truncatingIfNeeded: current >> (8 * i))) }
         return data

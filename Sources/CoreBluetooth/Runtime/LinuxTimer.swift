@@ -21,8 +21,20 @@ extension CBManager {
     @discardableResult
     public func linuxSchedule(after delay: TimeInterval, _ body: @escaping @Sendable () -> Void) -> CBLinuxTimer {
         guard let device else { return CBLinuxTimer(nil) }
-        let nanoseconds = Int64((max(0, delay) * 1e9).rounded())
         let callbacks = self.callbacks
-        return CBLinuxTimer(device.loop.schedule(after: .nanoseconds(nanoseconds)) { callbacks.async(body) })
+        return CBLinuxTimer(device.loop.schedule(after: .nanoseconds(Self.loopNanoseconds(after: delay))) {
+            callbacks.async(body)
+        })
+    }
+
+    /// Longest delay kept as given (about 31 years); longer ones wait this long.
+    static let longestScheduleDelay: TimeInterval = 1e9
+
+    /// `delay` in the loop's nanoseconds. Negative and NaN delays are now; delays beyond
+    /// ``longestScheduleDelay`` (a spec's or capture's absurd interval, infinity) are capped, so
+    /// the conversion never traps and the deadline never wraps past `Int64.max` into the past.
+    static func loopNanoseconds(after delay: TimeInterval) -> Int64 {
+        guard delay > 0 else { return 0 }
+        return Int64((min(delay, longestScheduleDelay) * 1e9).rounded())
     }
 }
