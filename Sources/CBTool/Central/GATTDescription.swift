@@ -1,3 +1,4 @@
+import AssignedNumbers
 import CoreBluetooth
 import Foundation
 
@@ -155,15 +156,17 @@ enum GATTDescription {
 
 /// Parsing of what users type: UUIDs and hex.
 enum InputParsing {
-    /// A CBUUID, checked first (CBUUID(string:) traps on malformed input, as Apple's does).
+    /// A CBUUID, or an error for malformed input (where CBUUID(string:) traps, as Apple's does).
+    /// Checked by the parser CBUUID(string:) uses, so that nothing it refuses gets through:
+    /// Foundation's `UUID(uuidString:)`, checked before, took "…-000x5F9B34FB", which then
+    /// trapped in CBUUID(string:) (found by fuzzing the spec JSON); `isHexDigit` alone would
+    /// take full-width digits.
     static func uuid(_ text: String) throws -> CBUUID {
         let trimmed = text.hasPrefix("0x") || text.hasPrefix("0X") ? String(text.dropFirst(2)) : text
-        let hexDigits = trimmed.allSatisfy(\.isHexDigit)
-        let valid = (hexDigits && (trimmed.count == 4 || trimmed.count == 8)) || UUID(uuidString: trimmed) != nil
-        guard valid else {
+        guard trimmed.allSatisfy({ $0.isASCII && ($0.isHexDigit || $0 == "-") }), let uuid = BluetoothUUID(trimmed) else {
             throw ToolError("malformed UUID \"\(text)\": use 4 or 8 hex digits (180D) or the 128-bit form (6E400001-B5A3-F393-E0A9-E50E24DCCA9E)")
         }
-        return CBUUID(string: trimmed)
+        return CBUUID(bluetoothUUID: uuid)
     }
 
     /// Bytes from hex ("01 0a", "010A", "0x010a", "01:0a").
@@ -171,7 +174,8 @@ enum InputParsing {
         var digits = text.lowercased()
         if digits.hasPrefix("0x") { digits.removeFirst(2) }
         digits.removeAll { $0 == " " || $0 == ":" || $0 == "-" || $0 == "_" }
-        guard digits.count % 2 == 0, digits.allSatisfy(\.isHexDigit) else {
+        // ASCII only: `isHexDigit` is also true of full-width digits, which `UInt8(_:radix:)` refuses.
+        guard digits.count % 2 == 0, digits.allSatisfy({ $0.isASCII && $0.isHexDigit }) else {
             throw ToolError("bad hex \"\(text)\": expected pairs of hex digits, like 01ff or \"01 ff\"")
         }
         var bytes: [UInt8] = []

@@ -1,4 +1,5 @@
 @testable import CBTool
+import CoreBluetooth
 import Foundation
 import Testing
 
@@ -31,5 +32,29 @@ import Testing
         try PeripheralSpec(name: "Edge", services: [.init(uuid: "180D", characteristics: [
             .init(uuid: "2A37", properties: ["notify"], notify: whole),
         ])]).validate()
+    }
+}
+
+/// UUIDs and hex in a spec that CBUUID(string:) or the hex decoder would trap on: a clear error.
+@Suite struct SpecParsingTests {
+    /// The fuzzer's input (Fuzz/Targets/peripheral-spec.swift): "…-000x5F9B34FB" passed the
+    /// check before and trapped in CBUUID(string:).
+    @Test func malformedUUIDsAreErrorsNotTraps() throws {
+        let json = """
+            {"name": "AchoChannel", "services": [{"uuid": "5E5E2001-0000-1000-8000-000x5F9B34FB",
+             "characteristics": [{"uuid": "2E29", "properties": ["read"], "text": "Core Bluetooth! for Linux"}]}]}
+            """
+        let spec = try JSONDecoder().decode(PeripheralSpec.self, from: Data(json.utf8))
+        #expect(throws: ToolError.self) { try spec.validate() }
+        for text in ["5E5E2001-0000-1000-8000-000x5F9B34FB", "\u{FF11}\u{FF18}\u{FF10}D", "+18D", "18-0D", "", "0x"] {
+            #expect(throws: ToolError.self, "\(text)") { try InputParsing.uuid(text) }
+        }
+        #expect(try InputParsing.uuid("0x180d") == CBUUID(string: "180D"))
+        #expect(try InputParsing.uuid("6e400001-b5a3-f393-e0a9-e50e24dcca9e") == CBUUID(string: "6E400001-B5A3-F393-E0A9-E50E24DCCA9E"))
+    }
+
+    @Test func fullWidthHexIsAnErrorNotATrap() throws {
+        #expect(throws: ToolError.self) { try InputParsing.hex("\u{FF10}\u{FF11}") }
+        #expect(try InputParsing.hex("01:0a") == Data([0x01, 0x0A]))
     }
 }
