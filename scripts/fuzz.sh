@@ -35,10 +35,11 @@ modules=$(cat "${sources[@]}" 2>/dev/null | sed -n 's/^\(@testable \)\{0,1\}impo
     | grep -vx Foundation | sort -u)
 [ -n "$modules" ] || { echo "fuzz: no targets named ${targets[*]} in Fuzz/Targets" >&2; exit 2; }
 start=$(date +%s)
+mkdir -p "$scratch"
 for module in $modules; do
     if ! swift build --target "$module" --sanitize=address -Xswiftc "-sanitize-coverage=$coverage" \
-        --scratch-path "$scratch" >"$scratch.log" 2>&1; then
-        cat "$scratch.log" >&2
+        --scratch-path "$scratch" >"$scratch/build.log" 2>&1; then
+        cat "$scratch/build.log" >&2
         echo "fuzz: building $module with the sanitizers failed" >&2
         exit 2
     fi
