@@ -3,7 +3,7 @@
 specs in specs/ and a hand-made btsnoop session (the one Tests/CBToolTests/RecordTests.swift
 builds). Run again after adding vectors; the files are committed. Each seed is in the format
 its harness reads (see the comment at the top of each Fuzz/Targets/*.swift)."""
-import hashlib, os, re, shutil, struct
+import hashlib, os, re, struct
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "Fuzz", "corpus")
@@ -23,9 +23,13 @@ def vectors(*paths):
 
 
 def write(target, seeds):
+    """Replaces the generated seeds of `target`, keeping the inputs of past findings
+    (finding-*), which are seeds too."""
     d = os.path.join(OUT, target)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
+    os.makedirs(d, exist_ok=True)
+    for name in os.listdir(d):
+        if not name.startswith("finding-"):
+            os.remove(os.path.join(d, name))
     for s in seeds:
         with open(os.path.join(d, hashlib.sha1(s).hexdigest()[:16]), "wb") as f:
             f.write(s)
