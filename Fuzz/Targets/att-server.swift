@@ -70,5 +70,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     loop.run(for: .seconds(60))
     channel.onClose?()
     loop.runUntilIdle()
+    // Requests the app held back and never answered: their responders hold the server, and the
+    // handlers holding them are the server's (a cycle of this harness, which LeakSanitizer
+    // reported: an app answers or drops them).
+    pending.reads.removeAll()
+    pending.writes.removeAll()
     return 0
 }
