@@ -166,3 +166,33 @@ for name in sorted(os.listdir(os.path.join(ROOT, "specs"))):
     with open(os.path.join(ROOT, "specs", name), "rb") as f:
         specs.append(f.read())
 write("peripheral-spec", specs)
+
+# corebluetoothd's wire protocol (docs/daemon.md): raw frames (first byte even: the chunk size
+# a socket delivers them in), and scripts (first byte odd) that scan, connect, discover, read,
+# subscribe and write against the harness's peripheral, as daemon-wire.swift reads them.
+def frame(kind, fields=b""):
+    return struct.pack("<IH", len(fields) + 2, kind) + fields
+def dstring(s):
+    return struct.pack("<I", len(s)) + s
+bench_peer = bytes([0]) + bytes.fromhex("02 17 00 00 00 c0")
+hello = frame(0x0001, struct.pack("<HH", 1, 1) + dstring(b"seed"))
+open_central = frame(0x0002, struct.pack("<I", 1) + b"\x00")
+scan = frame(0x0010, struct.pack("<I", 1) + b"\x01" + struct.pack("<H", 1) + b"\x02\x00\xaa" + struct.pack("<H", 0) + b"\x00")
+connect = frame(0x0012, struct.pack("<I", 1) + bench_peer + b"\x00")
+discover = frame(0x0020, struct.pack("<I", 1) + bench_peer + struct.pack("<I", 7) + b"\x00")
+read = frame(0x0024, struct.pack("<I", 1) + bench_peer + struct.pack("<IH", 8, 3))
+write_ = frame(0x0025, struct.pack("<I", 1) + bench_peer + struct.pack("<IH", 9, 3) + dstring(b"\x01\x02"))
+step = lambda op, *rest: bytes([op, 1, 0, 0]) + bytes(rest)  # op, the bench's peer, handle 0
+wait = lambda known=0: bytes([0xFF, 1, 0, 0]) + bytes(known)
+script = (b"\x01" + struct.pack("<H", 1) + step(0x00, 0) + step(0x03, 1, 0) + wait() + step(0x05, 0) + wait()
+          + step(0x07, 0) + wait() + step(0x09, 0) + wait(1) + step(0x0B, 0, 0) + wait(2)
+          + step(0x0E, 0, 0, 0, 1) + wait(2) + step(0x0C, 0, 0, 16, 0) + bytes(range(16)) + wait(2)
+          + step(0x0A, 0, 0) + wait(2) + step(0x0F, 0, 0) + wait(2) + step(0x06, 0, 0, 1) + step(0x02, 0, 0))
+write("daemon-wire", [
+    b"\xfe" + hello + open_central + scan + connect + discover + read + write_,
+    b"\x00" + hello + open_central + frame(0x0004, struct.pack("<I", 1)),
+    b"\x10" + hello + frame(0x8001, struct.pack("<H", 1) + b"\x00"),
+    b"\x20" + frame(0x0002, struct.pack("<I", 1) + b"\x01" + dstring(b"r")),
+    script,
+    b"\x01" + struct.pack("<H", 1) + step(0x00, 1) + step(0x05, 1) + wait() + step(0x02, 0),
+])

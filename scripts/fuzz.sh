@@ -21,7 +21,17 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 shift || true
-scratch=.build-fuzz
+# FUZZ_CONFIG=release builds optimised (with -enable-testing, for the harnesses' @testable
+# imports) into .build-fuzz-release: several times the executions per second of the debug build,
+# for long campaigns; CI and quick runs use the debug build, which builds faster.
+config=${FUZZ_CONFIG:-debug}
+case "$config" in
+    debug) scratch=.build-fuzz; optimise=(-Onone) ;;
+    release) scratch=.build-fuzz-release; optimise=(-O) ;;
+    *) echo "fuzz: FUZZ_CONFIG is debug or release" >&2; exit 2 ;;
+esac
+build_config=(-c "$config")
+[ "$config" = release ] && build_config+=(-Xswiftc -enable-testing)
 coverage=edge,inline-8bit-counters,pc-table,trace-cmp
 if [ $# -gt 0 ]; then targets=("$@"); else
     targets=()
@@ -29,22 +39,25 @@ if [ $# -gt 0 ]; then targets=("$@"); else
 fi
 
 # 1. The library targets the harnesses import, instrumented (incremental after the first time).
-sources=()
-for target in "${targets[@]}"; do sources+=("Fuzz/Targets/$target.swift"); done
-modules=$(cat "${sources[@]}" 2>/dev/null | sed -n 's/^\(@testable \)\{0,1\}import \([A-Za-z]*\)$/\2/p' \
+# Every harness's modules, even when running a few targets: each harness links every library
+# object of the build, and none may be left from an older tree.
+for target in "${targets[@]}"; do
+    [ -f "Fuzz/Targets/$target.swift" ] || { echo "fuzz: no target $target in Fuzz/Targets" >&2; exit 2; }
+done
+modules=$(cat Fuzz/Targets/*.swift 2>/dev/null | sed -n 's/^\(@testable \)\{0,1\}import \([A-Za-z]*\)$/\2/p' \
     | grep -vx Foundation | sort -u)
-[ -n "$modules" ] || { echo "fuzz: no targets named ${targets[*]} in Fuzz/Targets" >&2; exit 2; }
+[ -n "$modules" ] || { echo "fuzz: no harness in Fuzz/Targets" >&2; exit 2; }
 start=$(date +%s)
 mkdir -p "$scratch"
 for module in $modules; do
-    if ! swift build --target "$module" --sanitize=address -Xswiftc "-sanitize-coverage=$coverage" \
+    if ! swift build "${build_config[@]}" --target "$module" --sanitize=address -Xswiftc "-sanitize-coverage=$coverage" \
         --scratch-path "$scratch" >"$scratch/build.log" 2>&1; then
         cat "$scratch/build.log" >&2
         echo "fuzz: building $module with the sanitizers failed" >&2
         exit 2
     fi
 done
-debug=$(swift build --scratch-path "$scratch" --show-bin-path 2>/dev/null)
+debug=$(swift build "${build_config[@]}" --scratch-path "$scratch" --show-bin-path 2>/dev/null)
 
 # 2. Each harness linked against every library object of that build (executables and tests
 # are never built there), with the module maps of the C targets (BoringSSL) for imports.
@@ -59,7 +72,7 @@ for target in "${targets[@]}"; do
     # Linked already, and nothing it is made of changed since.
     if [ -f "$out" ] && [ -z "$(find "Fuzz/Targets/$target.swift" Fuzz/Support "$debug" -newer "$out" \
         \( -name '*.swift' -o -name '*.o' \) -print -quit)" ]; then continue; fi
-    if ! swiftc -parse-as-library -swift-version 6 -g -sanitize=fuzzer,address -I "$debug/Modules" "${maps[@]}" \
+    if ! swiftc -parse-as-library -swift-version 6 -g "${optimise[@]}" -sanitize=fuzzer,address -I "$debug/Modules" "${maps[@]}" \
         "Fuzz/Targets/$target.swift" Fuzz/Support/*.swift "${objects[@]}" -o "$out" 2>"$out.log"; then
         cat "$out.log" >&2
         echo "fuzz: linking the $target harness failed" >&2
@@ -78,7 +91,16 @@ for target in "${targets[@]}"; do
     artifacts="$scratch/artifacts/$target/"
     mkdir -p "$work" "$artifacts" "Fuzz/corpus/$target"
     log="$scratch/fuzzers/$target.run.log"
-    "${nice_cmd[@]}" "$scratch/fuzzers/$target" -max_total_time="$seconds" -runs="${FUZZ_RUNS:--1}" \
+    # A harness's own settings, if it needs any (Fuzz/Targets/<target>.flags, one line):
+    # VAR=value words go to the environment, -flag=value words to libFuzzer.
+    environment=() extra=()
+    if [ -f "Fuzz/Targets/$target.flags" ]; then
+        read -r -a words <"Fuzz/Targets/$target.flags"
+        for word in "${words[@]}"; do
+            case "$word" in -*) extra+=("$word") ;; *) environment+=("$word") ;; esac
+        done
+    fi
+    env "${environment[@]}" "${nice_cmd[@]}" "$scratch/fuzzers/$target" "${extra[@]}" -max_total_time="$seconds" -runs="${FUZZ_RUNS:--1}" \
         -print_final_stats=1 -max_len=4096 \
         -timeout=20 -rss_limit_mb=2048 -artifact_prefix="$artifacts" "$work" "Fuzz/corpus/$target" >"$log" 2>&1
     code=$?
