@@ -83,3 +83,104 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
         }
     }
 }
+
+/// A delegate that holds its manager as an app does (`self.central = CBCentralManager(…)`)
+/// and checks, at the first state callback, that the store has happened.
+private final class StoringOwner: NSObject, CBCentralManagerDelegate, CBPeripheralManagerDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var central: CBCentralManager?
+    private var peripheral: CBPeripheralManager?
+    private(set) var calls = 0
+    private(set) var beforeStore = 0
+
+    /// When the caller began making the manager, and when it stored it (uptime, ns).
+    private var madeAt: UInt64 = 0
+    private var storedAt: UInt64 = 0
+
+    func making() { lock.withLock { madeAt = DispatchTime.now().uptimeNanoseconds } }
+    func store(_ central: CBCentralManager) { lock.withLock { self.central = central; storedAt = DispatchTime.now().uptimeNanoseconds } }
+    func store(_ peripheral: CBPeripheralManager) {
+        lock.withLock { self.peripheral = peripheral; storedAt = DispatchTime.now().uptimeNanoseconds }
+    }
+    var counts: (calls: Int, beforeStore: Int) { lock.withLock { (calls, beforeStore) } }
+    /// How long the caller took from starting `init` to storing its result.
+    var storeTime: Duration { lock.withLock { .nanoseconds(Int64(storedAt) - Int64(madeAt)) } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) {
+        lock.withLock {
+            calls += 1
+            if self.central !== central { beforeStore += 1 }
+        }
+    }
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
+        lock.withLock {
+            calls += 1
+            if self.peripheral !== peripheral { beforeStore += 1 }
+        }
+    }
+}
+
+/// Keeps the thread busy (a caller doing work), without giving it up.
+private func busy(microseconds: Int) {
+    let end = DispatchTime.now().uptimeNanoseconds + UInt64(microseconds) * 1000
+    while DispatchTime.now().uptimeNanoseconds < end {}
+}
+
+@Suite struct FirstStateCallbackTests {
+    /// Managers made on a thread other than their delegate queue's, on a device that is on
+    /// already (so nothing but the delivery itself stands between `init` and the callback), by
+    /// a caller that takes a millisecond to store each (a busy caller, not a wait): the
+    /// first `didUpdateState` comes after the store, every time. Without the hold-back the
+    /// callback comes first in most of them.
+    @Test func aManagerMadeOffItsDelegateQueueIsStoredBeforeItsFirstStateCallback() {
+        let radio = CBVirtualRadio(clock: .virtual)
+        let queue = DispatchQueue(label: "delegate")
+        let first = StoringOwner()
+        first.store(CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: first, queue: queue) })
+        #expect(radio.run(until: { first.counts.calls == 1 }, timeout: .seconds(1)))
+        var owners: [StoringOwner] = []
+        var managers: [AnyObject] = []
+        for index in 0..<40 {
+            let owner = StoringOwner()
+            owner.making()
+            if index % 2 == 0 {
+                let central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: owner, queue: queue) }
+                busy(microseconds: 1000)
+                owner.store(central)
+                managers.append(central)
+            } else {
+                let peripheral = CBVirtualRadio.withCurrent(radio) { CBPeripheralManager(delegate: owner, queue: queue) }
+                busy(microseconds: 1000)
+                owner.store(peripheral)
+                managers.append(peripheral)
+            }
+            owners.append(owner)
+        }
+        let all = radio.run(until: { owners.allSatisfy { $0.counts.calls == 1 } }, timeout: .seconds(5))
+        #expect(all)
+        // The promise: a caller that stores its manager within the hold-back is never
+        // overtaken. (On a loaded machine the caller's thread may lose the processor for
+        // longer than that between init and store; such a caller is not what this measures.)
+        let promptly = owners.filter { $0.storeTime < .milliseconds(20) }
+        #expect(promptly.map(\.counts.beforeStore).reduce(0, +) == 0)
+        #expect(!promptly.isEmpty)
+        #expect(managers.count == 40)
+    }
+
+    /// Made on its delegate queue, a manager needs no delay: the callback's block runs after
+    /// the caller's.
+    @Test func aManagerMadeOnItsDelegateQueueIsStoredBeforeItsFirstStateCallbackToo() {
+        let radio = CBVirtualRadio(clock: .virtual)
+        let queue = DispatchQueue(label: "delegate")
+        let owner = StoringOwner()
+        let central = queue.sync {
+            let central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: owner, queue: queue) }
+            owner.store(central)
+            return central
+        }
+        #expect(radio.run(until: { owner.counts.calls == 1 }, timeout: .seconds(1)))
+        #expect(owner.counts.beforeStore == 0)
+        #expect(central.state == .poweredOn)
+    }
+}

@@ -31,9 +31,44 @@ final class CallbackQueue: @unchecked Sendable {
         let body: @Sendable () -> Void
     }
 
+    /// Before this moment no block goes on the queue (guarded by `lock`; nil once passed): set
+    /// when the manager was made on another thread than its delegate queue's.
+    @exclusivity(unchecked) private var firstBlockNotBefore: DispatchTime?
+
+    /// How long a manager made off its delegate queue keeps its first callback back.
+    ///
+    /// On iOS the first `didUpdateState` comes from `bluetoothd`, so in practice it never runs
+    /// before `init` has returned and the caller stored the manager (`self.central =
+    /// CBCentralManager(delegate: self, queue: queue)`, the delegate then comparing `central`).
+    /// Here the device may be on already, and a delegate queue on another thread would run the
+    /// callback at once, racing the caller's store. A manager made on its delegate queue needs
+    /// no delay: the callback's block waits for the caller's to end. Wall time, not the
+    /// device's clock: a virtual clock stands still meanwhile (the callback holds it).
+    static let offQueueFirstCallbackDelay: DispatchTimeInterval = .milliseconds(20)
+
+    /// Marks each delegate queue once, so that `init` can tell whether it runs on it.
+    private final class QueueMark: Sendable {}
+    private static let queueMarkKey = DispatchSpecificKey<QueueMark>()
+
     init(queue: DispatchQueue?, clock: EventLoop) {
         self.queue = queue ?? .main
         self.clock = clock
+        if !Self.runsOnQueue(self.queue) { firstBlockNotBefore = .now() + Self.offQueueFirstCallbackDelay }
+    }
+
+    /// Whether the calling code runs on `queue` (or on a queue that targets it).
+    private static func runsOnQueue(_ queue: DispatchQueue) -> Bool {
+        if queue === DispatchQueue.main { return Thread.isMainThread }
+        let mark: QueueMark
+        if let existing = queue.getSpecific(key: queueMarkKey) {
+            mark = existing
+        } else {
+            // Two managers marking one queue at once: one mark wins, and the other manager
+            // merely waits its first callback out.
+            mark = QueueMark()
+            queue.setSpecific(key: queueMarkKey, value: mark)
+        }
+        return DispatchQueue.getSpecific(key: queueMarkKey) === mark
     }
 
     /// Runs `body` on the delegate queue, after the callbacks already queued.
@@ -48,7 +83,19 @@ final class CallbackQueue: @unchecked Sendable {
         lock.unlock()
         clock.holdClock()
         if clock.inLoop {
-            clock.atEndOfBurst { [self] in queue.async { [self] in runWaiting() } }
+            clock.atEndOfBurst { [self] in enqueueBlock() }
+        } else {
+            enqueueBlock()
+        }
+    }
+
+    private func enqueueBlock() {
+        lock.lock()
+        let notBefore = firstBlockNotBefore
+        if let notBefore, notBefore <= .now() { firstBlockNotBefore = nil }
+        lock.unlock()
+        if let notBefore, notBefore > .now() {
+            queue.asyncAfter(deadline: notBefore) { [self] in runWaiting() }
         } else {
             queue.async { [self] in runWaiting() }
         }
