@@ -61,13 +61,20 @@ private final class FeedCentral: NSObject, CBCentralManagerDelegate, CBPeriphera
     private var logStorage: [String] = []
     private var valuesStorage: [Data] = []
     var manager: CBCentralManager!
+    /// Set on the delegate queue; the test clears it to have the app connect anew.
     var peripheral: CBPeripheral?
     let scanFor: CBUUID
 
     init(scanFor: CBUUID) { self.scanFor = scanFor }
 
+    private var connectionEventsStorage: [CBConnectionEvent] = []
     var log: [String] { lock.withLock { logStorage } }
     var values: [Data] { lock.withLock { valuesStorage } }
+    var connectionEvents: [CBConnectionEvent] { lock.withLock { connectionEventsStorage } }
+
+    func centralManager(_ central: CBCentralManager, connectionEventDidOccur event: CBConnectionEvent, for peripheral: CBPeripheral) {
+        lock.withLock { connectionEventsStorage.append(event) }
+    }
     private func note(_ entry: String) { lock.withLock { logStorage.append(entry) } }
 
     func centralManagerDidUpdateState(_ central: CBCentralManager) {
@@ -150,6 +157,8 @@ struct DaemonTransportTests {
         let other = FeedCentral(scanFor: CBUUID(string: "BEEF"))
         other.manager = CBCentralManager(delegate: other, queue: DispatchQueue(label: "other"),
                                          options: [CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)"])
+        // The other hears of the app's connection through connection events only.
+        other.manager.registerForConnectionEvents(options: [.serviceUUIDs: [serviceUUID]])
 
         #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.count >= 1 }, "\(app.log)")
         #expect(app.values.first == Data([0x2A]))
@@ -162,8 +171,56 @@ struct DaemonTransportTests {
         #expect(other.log == ["state 5"])
         #expect(app.manager.state == .poweredOn && other.manager.state == .poweredOn)
 
+        #expect(other.connectionEvents == [.peerConnected])
+        #expect(app.connectionEvents.isEmpty)
+
         app.manager.cancelPeripheralConnection(try #require(app.peripheral))
         #expect(await eventually(timeout: .seconds(5)) { app.log.last == "disconnected" })
+        #expect(await eventually(timeout: .seconds(5)) { other.connectionEvents == [.peerConnected, .peerDisconnected] })
+    }
+
+    @Test func aDaemonThatRestartsIsSeenAsResettingWithItsLinksLostThenOnAgainAndUsable() async throws {
+        let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
+        defer { radioLoop.shutdown() }
+        let radioPath = temporaryPath("daemon-radio.sock")
+        let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 19))
+        defer { radioServer.close() }
+        let proxy = try RadioProxy(path: radioPath)
+        try proxy.waitUntilJoined()
+        let controller = VirtualController(radio: proxy, address: BluetoothAddress("CB:D0:00:00:16:03")!)
+        let device = HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd")
+        let started = Shared<Bool?>(nil)
+        proxy.loop.execute { device.start { result in started.update { $0 = (try? result.get()) != nil } } }
+        #expect(await eventually(timeout: .seconds(10)) { started.update { $0 } != nil })
+        let socketPath = temporaryPath("corebluetoothd.sock")
+        let daemon = try DaemonServer(path: socketPath, device: device)
+        defer { withExtendedLifetime(controller) { proxy.loop.execute { device.stop() } } }
+
+        let peripheral = FeedPeripheral()
+        peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
+                                                 options: [CBManagerOptionLinuxTransportKey: "virtual:\(radioPath)"])
+        let queue = DispatchQueue(label: "app")
+        let app = FeedCentral(scanFor: serviceUUID)
+        app.manager = CBCentralManager(delegate: app, queue: queue, options: [
+            CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)", CBCentralManagerOptionRestoreIdentifierKey: "restarting",
+        ])
+        #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") }, "\(app.log)")
+
+        // The daemon stops: the link is lost with an error, the manager is resetting.
+        daemon.close()
+        #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 1"] }, "\(app.log)")
+        #expect(app.manager.state == .resetting)
+        queue.sync { app.peripheral = nil }
+
+        // A daemon on the same path again: the client connects by itself, its session opens
+        // again (powered on), and the app scans, connects and subscribes anew.
+        let again = try DaemonServer(path: socketPath, device: device)
+        defer { again.close() }
+        #expect(await eventually(timeout: .seconds(10)) { app.log.last == "state 5" || app.log.filter { $0 == "connected" }.count == 2 },
+                "\(app.log)")
+        #expect(await eventually(timeout: .seconds(20)) { app.log.filter { $0 == "notifying" }.count == 2 }, "\(app.log)")
+        #expect(app.manager.state == .poweredOn)
+        #expect(app.log.filter { $0 == "state 5" }.count == 2)
     }
 
     @Test func aManagerWithNoDaemonIsUnsupportedWithTheReason() async throws {
@@ -207,12 +264,13 @@ struct DaemonProcessTests {
                                        options: [CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)"])
         #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.first == Data([0x2A]) }, "\(app.log)")
 
-        // The daemon goes (SIGTERM): the link is reported lost, and the manager unusable, with why.
+        // The daemon goes (SIGTERM): the link is reported lost, and the manager resetting (it
+        // connects again when a daemon comes back), with why.
         daemon.terminate()
         #expect(await eventually(timeout: .seconds(10)) { !daemon.isRunning })
         #expect(daemon.terminationStatus == 0)
         #expect(!FileManager.default.fileExists(atPath: socketPath))
-        #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 2"] }, "\(app.log)")
+        #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 1"] }, "\(app.log)")
         #expect(app.manager.linuxUnavailableReason?.contains("corebluetoothd") == true)
     }
 }
