@@ -49,6 +49,9 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
             let newState: UInt8 = permanent ? 2 : 1
             state = newState
             closeAllLinks(cause: .link(HCIStatus(0x08)), notify: wasOn)
+            let waiting = rssiRequests
+            rssiRequests = [:]
+            for completion in waiting.values { completion(.failure(.notSupported("corebluetoothd went"))) }
             onState(newState, "corebluetoothd at \(host.path): \(reason)")
         }, reopen: { [weak self] in
             // A daemon that came back: the session opens again there (its state follows).
