@@ -31,7 +31,7 @@ public final class DaemonClient: @unchecked Sendable {
     public let uid: UInt32
     private let device: HostDevice
     private let restoration: DaemonRestoration?
-    private let connectionEvents: DaemonConnectionEvents?
+    private let connectionEvents: ConnectionEvents?
     private let send: (DaemonMessage) -> Void
     private var version: UInt16?
     private var centrals: [UInt32: CentralSession] = [:]
@@ -42,7 +42,7 @@ public final class DaemonClient: @unchecked Sendable {
     /// `connectionEvents`: the daemon's connection events (nil: a session that registers for
     /// them hears none).
     public init(device: HostDevice, name: String, uid: UInt32 = 0, restoration: DaemonRestoration? = nil,
-                connectionEvents: DaemonConnectionEvents? = nil, send: @escaping (DaemonMessage) -> Void) {
+                connectionEvents: ConnectionEvents? = nil, send: @escaping (DaemonMessage) -> Void) {
         self.device = device
         self.name = name
         self.uid = uid
@@ -179,6 +179,9 @@ public final class DaemonRestoration: @unchecked Sendable {
     func take(_ key: Key) -> CentralSession? { kept.removeValue(forKey: key) }
 }
 
+/// The daemon's connection events: one per daemon, shared by its clients' sessions.
+public typealias DaemonConnectionEvents = ConnectionEvents
+
 /// `CBManagerState` raw values, as `state` messages carry them.
 enum ManagerState {
     static let unsupported: UInt8 = 2
@@ -232,7 +235,7 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
     private var droppedNotifications: UInt32 = 0
     /// At most this many notifications are parked; older ones are dropped (and counted).
     private let parkedLimit: Int
-    private let connectionEvents: DaemonConnectionEvents?
+    private let connectionEvents: ConnectionEvents?
 
     /// What the daemon relayed on one link.
     private struct LinkRecord {
@@ -244,7 +247,7 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
         var notifying: Set<ATTHandle> = []
     }
 
-    init(id: UInt32, restoreIdentifier: String? = nil, parkedLimit: Int = 0, connectionEvents: DaemonConnectionEvents? = nil,
+    init(id: UInt32, restoreIdentifier: String? = nil, parkedLimit: Int = 0, connectionEvents: ConnectionEvents? = nil,
          device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
         self.id = id
         self.restoreIdentifier = restoreIdentifier
@@ -414,7 +417,7 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
                 link.unsubscribe(from: characteristic, clientConfiguration: cccd, completion: finish)
             }
         case .registerConnectionEvents(_, let services, let peripherals):
-            let filter = DaemonConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
+            let filter = ConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
             connectionEvents?.register(self, filter: filter) { [weak self] peer, connected in
                 self?.emit { .connectionEvent(session: $0, peer: peer, connected: connected) }
             }

@@ -108,7 +108,7 @@ struct DaemonRestorationTests {
 struct DaemonConnectionEventTests {
     @Test func aSessionHearsEveryClientsConnectionsThatMatchItsRegistration() throws {
         let bench = try DaemonBench()
-        let events = DaemonConnectionEvents()
+        let events = DaemonConnectionEvents()  // ConnectionEvents (RoleServices), as the daemon makes it
         func client(_ name: String) throws -> (DaemonClient, Inbox) {
             let inbox = Inbox()
             let client = DaemonClient(device: bench.daemonDevice, name: name, connectionEvents: events) { inbox.take($0) }

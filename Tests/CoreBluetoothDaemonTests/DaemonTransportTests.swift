@@ -4,6 +4,7 @@ import DaemonProtocol
 import Foundation
 import HCI
 import HCIDriver
+import HCITransport
 import HostDevice
 import Scheduling
 import TestTools
@@ -272,5 +273,62 @@ struct DaemonProcessTests {
         #expect(!FileManager.default.fileExists(atPath: socketPath))
         #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 1"] }, "\(app.log)")
         #expect(app.manager.linuxUnavailableReason?.contains("corebluetoothd") == true)
+    }
+}
+
+/// A central that only listens: its state and connection events.
+private final class EventWatcher: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var stateStorage: CBManagerState = .unknown
+    private var eventsStorage: [CBConnectionEvent] = []
+    var manager: CBCentralManager!
+
+    var state: CBManagerState { lock.withLock { stateStorage } }
+    var events: [CBConnectionEvent] { lock.withLock { eventsStorage } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) { lock.withLock { stateStorage = central.state } }
+
+    func centralManager(_ central: CBCentralManager, connectionEventDidOccur event: CBConnectionEvent, for peripheral: CBPeripheral) {
+        lock.withLock { eventsStorage.append(event) }
+    }
+}
+
+/// Connection events without a daemon: the managers of one process that share a controller.
+@Suite("Connection events of managers sharing a controller in one process")
+struct LocalConnectionEventTests {
+    @Test func aManagerHearsTheConnectionsOfAnotherManagerOnItsControllerThatMatch() async throws {
+        let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
+        defer { radioLoop.shutdown() }
+        let radioPath = temporaryPath("events-radio.sock")
+        let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 20))
+        defer { radioServer.close() }
+        // An external controller (H4 over TCP) on the radio: the process's managers naming it share it.
+        let proxy = try RadioProxy(path: radioPath)
+        try proxy.waitUntilJoined()
+        let controller = VirtualController(radio: proxy, address: BluetoothAddress("CB:E0:00:00:16:01")!)
+        let server = try H4TCPServer(host: "127.0.0.1", port: 0) { transport in controller.attachHost(transport) }
+        defer { server.close() }
+        let transport = "tcp:127.0.0.1:\(server.port)"
+
+        let peripheral = FeedPeripheral()
+        peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
+                                                 options: [CBManagerOptionLinuxTransportKey: "virtual:\(radioPath)"])
+        let watcher = EventWatcher()
+        watcher.manager = CBCentralManager(delegate: watcher, queue: DispatchQueue(label: "watcher"),
+                                           options: [CBManagerOptionLinuxTransportKey: transport])
+        let stranger = EventWatcher()
+        stranger.manager = CBCentralManager(delegate: stranger, queue: DispatchQueue(label: "stranger"),
+                                            options: [CBManagerOptionLinuxTransportKey: transport])
+        #expect(await eventually(timeout: .seconds(10)) { watcher.state == .poweredOn && stranger.state == .poweredOn })
+        watcher.manager.registerForConnectionEvents(options: [.serviceUUIDs: [serviceUUID]])
+        stranger.manager.registerForConnectionEvents(options: [.serviceUUIDs: [CBUUID(string: "BEEF")]])
+
+        let app = FeedCentral(scanFor: serviceUUID)
+        app.manager = CBCentralManager(delegate: app, queue: DispatchQueue(label: "app"), options: [CBManagerOptionLinuxTransportKey: transport])
+        #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") }, "\(app.log)")
+        #expect(await eventually(timeout: .seconds(5)) { watcher.events == [.peerConnected] })
+        app.manager.cancelPeripheralConnection(try #require(app.peripheral))
+        #expect(await eventually(timeout: .seconds(5)) { watcher.events == [.peerConnected, .peerDisconnected] }, "\(watcher.events)")
+        #expect(stranger.events.isEmpty && app.connectionEvents.isEmpty)
     }
 }

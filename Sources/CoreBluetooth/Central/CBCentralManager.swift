@@ -82,6 +82,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         super.init(queue: queue, options: options)
         delegateStorage = delegate
         events.manager = self
+        events.connectionEvents = device?.connectionEvents
         service.events = events
         service.log = StackLog.sink
         if let remote {
@@ -96,6 +97,14 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     deinit {
         // The daemon ends the session (its scan and connections with it).
         if let remoteRole, let remote { remote.loop.execute { remoteRole.close() } }
+        // The role leaves the device (CBManager's deinit): its connections with it.
+        if let device {
+            let events = self.events
+            device.loop.execute {
+                events.releaseConnections()
+                device.connectionEvents.unregister(events)
+            }
+        }
     }
 
     override func startRemote(_ remote: DaemonSessionHost) {
@@ -198,6 +207,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     override func deviceDidStop() {
+        events.releaseConnections()
         service.deviceDidStop()
         synchronized { isScanningStorage = false }
         for peripheral in livePeripherals() { peripheral.linkClosed() }
@@ -403,19 +413,30 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// with any of the `.serviceUUIDs` (advertised or discovered) and among the
     /// `.peripheralUUIDs` (each: any when absent).
     ///
-    /// On Linux this is reported for managers on `corebluetoothd` (`CB_TRANSPORT=daemon`), for
-    /// the connections its clients' central managers make; a manager on its own controller
-    /// hears none.
+    /// On Linux this reports the connections the device's central managers make: those of
+    /// every client of `corebluetoothd` for a manager on it (`CB_TRANSPORT=daemon`), else those
+    /// of the managers of this process sharing its controller (an external one: on the virtual
+    /// radio each manager is a device of its own).
     open func registerForConnectionEvents(options: [CBConnectionEventMatchingOption: Any]? = nil) {
-        guard let remoteRole, let remote else { return }
         let services = (options?[.serviceUUIDs] as? [CBUUID]).map { $0.map(\.bluetoothUUID) }
         let store = identifiers
         let peripherals = (options?[.peripheralUUIDs] as? [UUID]).map { $0.compactMap { store.address(for: $0) } }
-        remote.loop.execute { remoteRole.registerConnectionEvents(services: services, peripherals: peripherals) }
+        if let remoteRole, let remote {
+            remote.loop.execute { remoteRole.registerConnectionEvents(services: services, peripherals: peripherals) }
+            return
+        }
+        guard let device else { return }
+        let events = self.events
+        let filter = ConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
+        device.loop.execute {
+            device.connectionEvents.register(events, filter: filter) { [weak events] peer, connected in
+                events?.manager?.connectionEvent(peer, connected: connected)
+            }
+        }
     }
 
-    /// On the role's loop: a connection event the daemon reported.
-    private func connectionEvent(_ peer: LEAddress, connected: Bool) {
+    /// On the role's loop: a connection event (the daemon's, or the process's device's).
+    func connectionEvent(_ peer: LEAddress, connected: Bool) {
         let peripheral = peripheral(for: peer)
         let event: CBConnectionEvent = connected ? .peerConnected : .peerDisconnected
         deliver { manager, delegate in delegate.centralManager(manager, connectionEventDidOccur: event, for: peripheral) }

@@ -1,22 +1,28 @@
 import AssignedNumbers
 import HCI
 
-/// Connection events (docs/daemon.md, "Connection events"): the device's connections made by
-/// any client's central session, told to the sessions that registered for them
-/// (`registerForConnectionEvents(options:)`), filtered by the peer's services (as advertised
-/// to, or discovered by, any session) and by peer. One per daemon, shared by its clients.
+/// Connection events (`registerForConnectionEvents(options:)`; docs/daemon.md, "Connection
+/// events"): the connections of one host device made by any of its central roles (a daemon's
+/// clients' sessions, or the managers of a process sharing a controller), told to the roles
+/// that registered for them, filtered by the peer's services (as advertised to, or discovered
+/// by, any of them) and by peer. One per host device (per daemon), shared by its roles.
 ///
 /// Loop-confined (the device's loop).
-public final class DaemonConnectionEvents: @unchecked Sendable {
-    struct Filter {
+public final class ConnectionEvents: @unchecked Sendable {
+    public struct Filter: Sendable {
         /// Peers with any of these services; nil: any peer.
-        var services: Set<BluetoothUUID>?
+        public var services: Set<BluetoothUUID>?
         /// These peers only; nil: any.
-        var peripherals: Set<LEAddress>?
+        public var peripherals: Set<LEAddress>?
+
+        public init(services: Set<BluetoothUUID>?, peripherals: Set<LEAddress>?) {
+            self.services = services
+            self.peripherals = peripherals
+        }
     }
 
     private var listeners: [ObjectIdentifier: (filter: Filter, tell: (LEAddress, Bool) -> Void)] = [:]
-    /// Sessions connected to each peer: the peer connected when the first one is, and
+    /// Roles connected to each peer: the peer connected when the first one is, and
     /// disconnected when the last one is not any more.
     private var users: [LEAddress: Int] = [:]
     /// What is known of each peer's services.
@@ -26,14 +32,14 @@ public final class DaemonConnectionEvents: @unchecked Sendable {
 
     public init() {}
 
-    func register(_ owner: AnyObject, filter: Filter, tell: @escaping (LEAddress, Bool) -> Void) {
+    public func register(_ owner: AnyObject, filter: Filter, tell: @escaping (LEAddress, Bool) -> Void) {
         listeners[ObjectIdentifier(owner)] = (filter, tell)
     }
 
-    func unregister(_ owner: AnyObject) { listeners[ObjectIdentifier(owner)] = nil }
+    public func unregister(_ owner: AnyObject) { listeners[ObjectIdentifier(owner)] = nil }
 
     /// `peer` advertises, or has, these services.
-    func learned(_ found: [BluetoothUUID], of peer: LEAddress) {
+    public func learned(_ found: [BluetoothUUID], of peer: LEAddress) {
         guard !found.isEmpty else { return }
         if services[peer] == nil, services.count >= Self.rememberedPeers {
             services = services.filter { users[$0.key] != nil }
@@ -41,14 +47,14 @@ public final class DaemonConnectionEvents: @unchecked Sendable {
         services[peer, default: []].formUnion(found)
     }
 
-    /// A session's connection to `peer` is up.
-    func connected(_ peer: LEAddress) {
+    /// A role's connection to `peer` is up (once per role and connection).
+    public func connected(_ peer: LEAddress) {
         users[peer, default: 0] += 1
         if users[peer] == 1 { tell(peer, connected: true) }
     }
 
-    /// A session's connection to `peer` is gone (for it).
-    func disconnected(_ peer: LEAddress) {
+    /// A role's connection to `peer` is gone (for it).
+    public func disconnected(_ peer: LEAddress) {
         guard let count = users[peer] else { return }
         guard count <= 1 else {
             users[peer] = count - 1
