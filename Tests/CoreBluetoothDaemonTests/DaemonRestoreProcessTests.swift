@@ -104,7 +104,7 @@ struct DaemonRestoreProcessTests {
         let daemon = try launch(Self.daemonBinary, ["--transport", "virtual:\(radioPath)", "--listen", socketPath],
                                 output: ChildOutput(), errors: daemonLog)
         defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
-        #expect(await eventually(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socketPath) })
+        #expect(await eventually(timeout: .seconds(10)) { daemonAccepts(socketPath) })
 
         let peripheral = NotifyingPeripheral()
         peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),

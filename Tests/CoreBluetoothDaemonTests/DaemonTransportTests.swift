@@ -22,6 +22,13 @@ private func eventually(timeout: Duration, _ condition: () -> Bool) async -> Boo
     return true
 }
 
+/// Whether a daemon accepts connections at `path` (the probe connection is closed at once).
+func daemonAccepts(_ path: String) -> Bool {
+    guard let fd = try? FramedSocket.connect(path: path) else { return false }
+    close(fd)
+    return true
+}
+
 private let serviceUUID = CBUUID(string: "FEED")
 private let characteristicUUID = CBUUID(string: "FEE1")
 
@@ -255,7 +262,8 @@ struct DaemonProcessTests {
         daemon.standardError = FileHandle.nullDevice
         try daemon.run()
         defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
-        #expect(await eventually(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socketPath) })
+        // Listening (the socket file exists from bind, a moment before listen).
+        #expect(await eventually(timeout: .seconds(10)) { daemonAccepts(socketPath) })
 
         let peripheral = FeedPeripheral()
         peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
