@@ -120,6 +120,9 @@ let package = Package(
         ]),
         // The daemon: a thin entry to CoreBluetoothDaemon's command.
         .executableTarget(name: "corebluetoothd", dependencies: ["CoreBluetoothDaemon"]),
+        // A central app for the restoration test of CoreBluetoothDaemonTests, run as a child
+        // process to be killed with SIGKILL. Not part of any product.
+        .executableTarget(name: "RestoreProbe", dependencies: ["CoreBluetooth"]),
         // A process's managers on corebluetoothd: the role-service boundary implemented with
         // messages over the daemon's socket.
         .target(name: "RemoteRoles", dependencies: [

@@ -27,15 +27,27 @@ public final class DaemonClient: @unchecked Sendable {
     /// A name for logs: the client's `hello` name, once it said it.
     public private(set) var name: String
     public private(set) var isClosed = false
+    /// The client's user (from its peer credentials): restorable sessions are kept under it.
+    public let uid: UInt32
     private let device: HostDevice
+    private let restoration: DaemonRestoration?
+    private let connectionEvents: ConnectionEvents?
     private let send: (DaemonMessage) -> Void
     private var version: UInt16?
     private var centrals: [UInt32: CentralSession] = [:]
 
     /// `send` writes a message to the client (the owner frames it and keeps the order).
-    public init(device: HostDevice, name: String, send: @escaping (DaemonMessage) -> Void) {
+    /// `restoration`: where sessions opened with a restore identifier are kept when the client
+    /// goes (nil: such sessions end with the client, as the others do).
+    /// `connectionEvents`: the daemon's connection events (nil: a session that registers for
+    /// them hears none).
+    public init(device: HostDevice, name: String, uid: UInt32 = 0, restoration: DaemonRestoration? = nil,
+                connectionEvents: ConnectionEvents? = nil, send: @escaping (DaemonMessage) -> Void) {
         self.device = device
         self.name = name
+        self.uid = uid
+        self.restoration = restoration
+        self.connectionEvents = connectionEvents
         self.send = send
     }
 
@@ -54,14 +66,24 @@ public final class DaemonClient: @unchecked Sendable {
         }
     }
 
-    /// Ends every session: each role service leaves the device (its scan, connections and
-    /// subscriptions with it). Nothing is sent after.
+    /// The client went (its socket closed, or it broke the protocol): each session opened with
+    /// a restore identifier is kept by ``DaemonRestoration`` (its connections, pending
+    /// connections, subscriptions and scan go on); every other one ends, its role service
+    /// leaving the device (its scan, connections and subscriptions with it). Nothing is sent
+    /// after.
     public func close() {
         guard !isClosed else { return }
         isClosed = true
         let sessions = centrals.values
         centrals = [:]
-        for session in sessions { session.end() }
+        for session in sessions {
+            if let identifier = session.restoreIdentifier, let restoration {
+                session.detach()
+                restoration.keep(session, as: DaemonRestoration.Key(uid: uid, role: .central, identifier: identifier))
+            } else {
+                session.end()
+            }
+        }
     }
 
     private func handle(_ message: DaemonMessage) throws(DaemonClientViolation) {
@@ -84,19 +106,28 @@ public final class DaemonClient: @unchecked Sendable {
         switch message {
         case .hello:
             throw DaemonClientViolation("a second hello")
-        case .openCentral(let session, _):
+        case .openCentral(let session, let identifier):
             guard centrals[session] == nil else { throw DaemonClientViolation("session \(session) is open already") }
             // Nothing reaches the client once it is closed (a link another client shares may
             // still deliver a value this session subscribed to).
-            centrals[session] = CentralSession(id: session, device: device) { [weak self] message in
+            let sink: (DaemonMessage) -> Void = { [weak self] message in
                 guard let self, !isClosed else { return }
                 send(message)
+            }
+            if let identifier, let restoration,
+               let kept = restoration.take(DaemonRestoration.Key(uid: uid, role: .central, identifier: identifier)) {
+                centrals[session] = kept
+                kept.attach(id: session, send: sink)
+            } else {
+                centrals[session] = CentralSession(id: session, restoreIdentifier: identifier, parkedLimit: restoration?.parkedLimit ?? 0,
+                                                   connectionEvents: connectionEvents, device: device, send: sink)
             }
         case .openPeripheral(let session, _):
             // The peripheral role crosses the daemon in the next increment (docs/daemon.md).
             send(.state(session: session, state: ManagerState.unsupported,
                         reason: "this daemon does not serve the peripheral role yet"))
         case .close(let session):
+            // The manager was released while its process lives on: nothing to restore.
             centrals.removeValue(forKey: session)?.end()
         default:
             guard let id = message.session, let session = centrals[id] else {
@@ -106,6 +137,50 @@ public final class DaemonClient: @unchecked Sendable {
         }
     }
 }
+
+/// Sessions whose client went, kept under their restore identifier until a client of the same
+/// user opens a session with it (docs/daemon.md, "Restoration"). Loop-confined (the device's
+/// loop); one per daemon, shared by its clients.
+public final class DaemonRestoration: @unchecked Sendable {
+    /// What a session is kept under: its user, role and restore identifier.
+    public struct Key: Hashable, Sendable {
+        public enum Role: Sendable, Hashable { case central, peripheral }
+        public var uid: UInt32
+        public var role: Role
+        public var identifier: String
+    }
+
+    /// Notifications kept per session while no client holds it; older ones are dropped (and
+    /// counted in `restoreState`).
+    public let parkedLimit: Int
+    private var kept: [Key: CentralSession] = [:]
+    private var isClosed = false
+
+    public init(parkedLimit: Int = 1024) { self.parkedLimit = parkedLimit }
+
+    /// How many sessions are kept now.
+    public var count: Int { kept.count }
+
+    /// The daemon stops: every kept session ends (its links with it), and so does any session
+    /// whose client goes after.
+    public func close() {
+        isClosed = true
+        let all = kept.values
+        kept = [:]
+        for session in all { session.end() }
+    }
+
+    func keep(_ session: CentralSession, as key: Key) {
+        guard !isClosed else { return session.end() }
+        // Two clients held the same key at once: the one that went last is kept.
+        kept.updateValue(session, forKey: key)?.end()
+    }
+
+    func take(_ key: Key) -> CentralSession? { kept.removeValue(forKey: key) }
+}
+
+/// The daemon's connection events: one per daemon, shared by its clients' sessions.
+public typealias DaemonConnectionEvents = ConnectionEvents
 
 /// `CBManagerState` raw values, as `state` messages carry them.
 enum ManagerState {
@@ -123,7 +198,8 @@ extension DaemonMessage {
              .discoverServices(let session, _, _, _), .discoverIncludedServices(let session, _, _, _),
              .discoverCharacteristics(let session, _, _, _), .discoverDescriptors(let session, _, _, _),
              .read(let session, _, _, _), .write(let session, _, _, _, _), .writeWithoutResponse(let session, _, _, _),
-             .setNotify(let session, _, _, _, _, _), .readRSSI(let session, _, _):
+             .setNotify(let session, _, _, _, _, _), .readRSSI(let session, _, _),
+             .registerConnectionEvents(let session, _, _):
             session
         default:
             nil
@@ -133,16 +209,51 @@ extension DaemonMessage {
 
 /// One central manager of a client, on the daemon: a `CentralService` on the device, its
 /// calls from messages and its events as messages. Loop-confined.
+///
+/// A session opened with a restore identifier outlives its client (``detach()``): the service
+/// stays the device's client (its links, pending connections, subscriptions and scan go on),
+/// notifications are parked, and a later session with the same key takes it over
+/// (``attach(id:send:)``) with a `restoreState` of what it kept.
 final class CentralSession: CentralServiceEvents, @unchecked Sendable {
-    let id: UInt32
+    private(set) var id: UInt32
+    let restoreIdentifier: String?
     private let service = CentralService()
-    private let send: (DaemonMessage) -> Void
+    /// Where messages go; nil while no client holds the session.
+    private var sink: ((DaemonMessage) -> Void)?
+    /// Bumped when the session changes hands: answers to an earlier client's requests are
+    /// dropped (its request numbers mean nothing to the next one).
+    private var generation = 0
     /// What each link tells, relayed with its peer (held here: the link holds it weakly).
     private var relays: [LEAddress: LinkRelay] = [:]
+    /// What was discovered and subscribed on each link, as relayed (for `restoreState`).
+    private var records: [LEAddress: LinkRecord] = [:]
+    /// Peers being connected to.
+    private var connecting: Set<LEAddress> = []
+    private var scan: ScanRequest?
+    /// Notifications that arrived while no client held the session, oldest first.
+    private var parked: [(peer: LEAddress, handle: ATTHandle, value: [UInt8])] = []
+    private var droppedNotifications: UInt32 = 0
+    /// At most this many notifications are parked; older ones are dropped (and counted).
+    private let parkedLimit: Int
+    private let connectionEvents: ConnectionEvents?
 
-    init(id: UInt32, device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
+    /// What the daemon relayed on one link.
+    private struct LinkRecord {
+        var services: [DiscoveredService]?
+        /// By the service's first handle.
+        var characteristics: [ATTHandle: [DiscoveredCharacteristic]] = [:]
+        /// By the characteristic's value handle.
+        var descriptors: [ATTHandle: [DiscoveredDescriptor]] = [:]
+        var notifying: Set<ATTHandle> = []
+    }
+
+    init(id: UInt32, restoreIdentifier: String? = nil, parkedLimit: Int = 0, connectionEvents: ConnectionEvents? = nil,
+         device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
         self.id = id
-        self.send = send
+        self.restoreIdentifier = restoreIdentifier
+        self.parkedLimit = parkedLimit
+        self.connectionEvents = connectionEvents
+        sink = send
         service.events = self
         service.deviceDidStart(device)
         send(.state(session: id, state: ManagerState.poweredOn, reason: nil))
@@ -150,71 +261,188 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
 
     /// The session is over: the service leaves the device (its scan and connections with it).
     func end() {
+        sink = nil
         service.events = nil
         service.device?.removeClient(service)
         service.deviceDidStop()
+        connectionEvents?.unregister(self)
+        for peer in relays.keys { connectionEvents?.disconnected(peer) }
         relays = [:]
+        records = [:]
+        parked = []
+    }
+
+    /// Its client went: everything goes on, and notifications are parked until ``attach(id:send:)``.
+    func detach() {
+        sink = nil
+        generation += 1
+    }
+
+    /// A new client's session `id` takes the session over: `restoreState`, the state, then the
+    /// parked notifications, in order.
+    func attach(id: UInt32, send: @escaping (DaemonMessage) -> Void) {
+        self.id = id
+        generation += 1
+        sink = send
+        send(.restoreState(session: id, peers: restoredPeers(), scan: scan.map {
+            DaemonRestoredScan(services: $0.services.map { $0.sorted { $0.description < $1.description } },
+                               solicited: $0.solicited.sorted { $0.description < $1.description }, allowDuplicates: $0.allowDuplicates)
+        }, droppedNotifications: droppedNotifications))
+        send(.state(session: id, state: service.isOn ? ManagerState.poweredOn : ManagerState.poweredOff, reason: nil))
+        let waiting = parked
+        parked = []
+        droppedNotifications = 0
+        for (peer, handle, value) in waiting { send(.notification(session: id, peer: peer, handle: handle, value: value)) }
+    }
+
+    private func restoredPeers() -> [DaemonRestoredPeer] {
+        var peers: [DaemonRestoredPeer] = []
+        for peer in relays.keys.sorted(by: { $0.description < $1.description }) {
+            guard let link = link(peer) else { continue }
+            let record = records[peer] ?? LinkRecord()
+            let services = record.services.map { services in
+                services.map { service in
+                    DaemonRestoredService(service: service, characteristics: record.characteristics[service.handles.lowerBound].map {
+                        $0.map { characteristic in
+                            DaemonRestoredCharacteristic(characteristic: characteristic,
+                                                         descriptors: record.descriptors[characteristic.valueHandle],
+                                                         isNotifying: record.notifying.contains(characteristic.valueHandle))
+                        }
+                    })
+                }
+            }
+            peers.append(DaemonRestoredPeer(peer: peer, isConnected: true, mtu: UInt16(clamping: link.mtu), services: services))
+        }
+        for peer in connecting.subtracting(relays.keys).sorted(by: { $0.description < $1.description }) {
+            peers.append(DaemonRestoredPeer(peer: peer, isConnected: false, mtu: 23, services: nil))
+        }
+        return peers
+    }
+
+    /// Sends an event of the session, if a client holds it.
+    func emit(_ make: (UInt32) -> DaemonMessage) {
+        guard let sink else { return }
+        sink(make(id))
+    }
+
+    /// A request's answer: for the client that asked only.
+    private func answer(_ asked: Int, _ make: (UInt32) -> DaemonMessage) {
+        guard asked == generation else { return }
+        emit(make)
+    }
+
+    private func notify(_ peer: LEAddress, _ handle: ATTHandle, _ value: [UInt8]) {
+        if let sink { return sink(.notification(session: id, peer: peer, handle: handle, value: value)) }
+        if parked.count >= parkedLimit {
+            droppedNotifications &+= 1
+            guard !parked.isEmpty else { return }
+            parked.removeFirst()
+        }
+        parked.append((peer, handle, value))
     }
 
     func handle(_ message: DaemonMessage) {
+        let asked = generation
         switch message {
         case .startScan(_, let services, let solicited, let allowDuplicates):
-            service.startScan(ScanRequest(services: services.map(Set.init), solicited: Set(solicited), allowDuplicates: allowDuplicates))
+            let request = ScanRequest(services: services.map(Set.init), solicited: Set(solicited), allowDuplicates: allowDuplicates)
+            scan = request
+            service.startScan(request)
         case .stopScan:
+            scan = nil
             service.stopScan()
         case .connect(_, let peer, let autoReconnect):
+            if relays[peer] == nil { connecting.insert(peer) }
             service.connect(peer, autoReconnect: autoReconnect)
         case .cancel(_, let peer, let notify):
+            connecting.remove(peer)
             service.cancel(peer, notify: notify)
         case .discoverServices(_, let peer, let request, let uuid):
-            guard let link = link(peer) else { return send(.services(session: id, request: request, result: .failure(.disconnected))) }
-            link.discoverPrimaryServices(uuid: uuid) { [id, send] in send(.services(session: id, request: request, result: $0)) }
+            guard let link = link(peer) else { return emit { .services(session: $0, request: request, result: .failure(.disconnected)) } }
+            link.discoverPrimaryServices(uuid: uuid) { [weak self] result in
+                guard let self else { return }
+                if case .success(let found) = result { recordServices(found, of: uuid, on: peer) }
+                answer(asked) { .services(session: $0, request: request, result: result) }
+            }
         case .discoverIncludedServices(_, let peer, let request, let target):
             guard let link = link(peer) else {
-                return send(.includedServices(session: id, request: request, result: .failure(.disconnected)))
+                return emit { .includedServices(session: $0, request: request, result: .failure(.disconnected)) }
             }
-            link.discoverIncludedServices(of: target) { [id, send] in send(.includedServices(session: id, request: request, result: $0)) }
+            link.discoverIncludedServices(of: target) { [weak self] result in
+                self?.answer(asked) { .includedServices(session: $0, request: request, result: result) }
+            }
         case .discoverCharacteristics(_, let peer, let request, let target):
             guard let link = link(peer) else {
-                return send(.characteristics(session: id, request: request, result: .failure(.disconnected)))
+                return emit { .characteristics(session: $0, request: request, result: .failure(.disconnected)) }
             }
-            link.discoverCharacteristics(of: target) { [id, send] in send(.characteristics(session: id, request: request, result: $0)) }
+            link.discoverCharacteristics(of: target) { [weak self] result in
+                guard let self else { return }
+                if case .success(let found) = result { records[peer]?.characteristics[target.handles.lowerBound] = found }
+                answer(asked) { .characteristics(session: $0, request: request, result: result) }
+            }
         case .discoverDescriptors(_, let peer, let request, let characteristic):
             guard let link = link(peer) else {
-                return send(.descriptors(session: id, request: request, result: .failure(.disconnected)))
+                return emit { .descriptors(session: $0, request: request, result: .failure(.disconnected)) }
             }
-            link.discoverDescriptors(of: characteristic) { [id, send] in send(.descriptors(session: id, request: request, result: $0)) }
+            link.discoverDescriptors(of: characteristic) { [weak self] result in
+                guard let self else { return }
+                if case .success(let found) = result { records[peer]?.descriptors[characteristic.valueHandle] = found }
+                answer(asked) { .descriptors(session: $0, request: request, result: result) }
+            }
         case .read(_, let peer, let request, let handle):
-            guard let link = link(peer) else { return send(.value(session: id, request: request, result: .failure(.disconnected))) }
-            link.readValue(of: handle) { [id, send] in send(.value(session: id, request: request, result: $0)) }
+            guard let link = link(peer) else { return emit { .value(session: $0, request: request, result: .failure(.disconnected)) } }
+            link.readValue(of: handle) { [weak self] result in self?.answer(asked) { .value(session: $0, request: request, result: result) } }
         case .write(_, let peer, let request, let handle, let value):
-            guard let link = link(peer) else { return send(.done(session: id, request: request, error: .disconnected)) }
-            link.writeValue(value, to: handle) { [id, send] in send(.done(session: id, request: request, error: $0.failure)) }
+            guard let link = link(peer) else { return emit { .done(session: $0, request: request, error: .disconnected) } }
+            link.writeValue(value, to: handle) { [weak self] result in
+                self?.answer(asked) { .done(session: $0, request: request, error: result.failure) }
+            }
         case .writeWithoutResponse(_, let peer, let handle, let value):
             link(peer)?.enqueueWrite(value, to: handle)
         case .setNotify(_, let peer, let request, let characteristic, let cccd, let enabled):
-            guard let link = link(peer) else { return send(.done(session: id, request: request, error: .disconnected)) }
-            let finish: (Result<Void, GATTClientError>) -> Void = { [id, send] in
-                send(.done(session: id, request: request, error: $0.failure))
+            guard let link = link(peer) else { return emit { .done(session: $0, request: request, error: .disconnected) } }
+            let handle = characteristic.valueHandle
+            let finish: (Result<Void, GATTClientError>) -> Void = { [weak self] result in
+                guard let self else { return }
+                if result.failure == nil {
+                    if enabled { records[peer]?.notifying.insert(handle) } else { records[peer]?.notifying.remove(handle) }
+                }
+                answer(asked) { .done(session: $0, request: request, error: result.failure) }
             }
             if enabled {
-                let handle = characteristic.valueHandle
-                link.subscribe(to: characteristic, clientConfiguration: cccd, onValue: { [id, send] value in
-                    send(.notification(session: id, peer: peer, handle: handle, value: value))
+                link.subscribe(to: characteristic, clientConfiguration: cccd, onValue: { [weak self] value in
+                    self?.notify(peer, handle, value)
                 }, completion: finish)
             } else {
                 link.unsubscribe(from: characteristic, clientConfiguration: cccd, completion: finish)
             }
+        case .registerConnectionEvents(_, let services, let peripherals):
+            let filter = ConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
+            connectionEvents?.register(self, filter: filter) { [weak self] peer, connected in
+                self?.emit { .connectionEvent(session: $0, peer: peer, connected: connected) }
+            }
         case .readRSSI(_, let peer, let request):
-            service.readRSSI(of: peer) { [id, send] result in
+            service.readRSSI(of: peer) { [weak self] result in
                 switch result {
-                case .success(let rssi): send(.rssi(session: id, request: request, rssi: rssi, error: nil))
-                case .failure(let error): send(.rssi(session: id, request: request, rssi: 127, error: "\(error)"))
+                case .success(let rssi): self?.answer(asked) { .rssi(session: $0, request: request, rssi: rssi, error: nil) }
+                case .failure(let error): self?.answer(asked) { .rssi(session: $0, request: request, rssi: 127, error: "\(error)") }
                 }
             }
         default:
             break
         }
+    }
+
+    /// Services found: all of them when `uuid` is nil, else those of that type replace the
+    /// ones known of that type (as the client's objects merge them).
+    private func recordServices(_ found: [DiscoveredService], of uuid: BluetoothUUID?, on peer: LEAddress) {
+        guard var record = records[peer] else { return }
+        var services = uuid.map { uuid in (record.services ?? []).filter { $0.uuid != uuid } } ?? []
+        services += found
+        services.sort { $0.handles.lowerBound < $1.handles.lowerBound }
+        connectionEvents?.learned(found.map(\.uuid), of: peer)
+        record.services = services
+        records[peer] = record
     }
 
     private func link(_ peer: LEAddress) -> (any CentralRoleLink)? {
@@ -226,59 +454,83 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
 
     func central(_ service: any CentralRole, didDiscover peer: LEAddress, advertisement: AdvertisingData,
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
+        connectionEvents?.learned(advertisement.serviceUUIDs, of: peer)
         // The bytes as received; the client merges them as the service did.
-        send(.discovered(session: id, peer: peer, advertisingData: raw.advertisement, scanResponse: raw.scanResponse,
-                         isConnectable: isConnectable, rssi: rssi))
+        emit { .discovered(session: $0, peer: peer, advertisingData: raw.advertisement, scanResponse: raw.scanResponse,
+                           isConnectable: isConnectable, rssi: rssi) }
     }
 
-    func centralScanFailed(_ service: any CentralRole) { send(.scanFailed(session: id)) }
+    func centralScanFailed(_ service: any CentralRole) {
+        scan = nil
+        emit { .scanFailed(session: $0) }
+    }
 
     func central(_ service: any CentralRole, didConnect link: any CentralRoleLink) {
-        let relay = relays[link.peer] ?? LinkRelay(session: id, peer: link.peer, send: send)
+        let relay = relays[link.peer] ?? LinkRelay(session: self, peer: link.peer)
+        if relays[link.peer] == nil { connectionEvents?.connected(link.peer) }
         relays[link.peer] = relay
+        connecting.remove(link.peer)
+        if records[link.peer] == nil { records[link.peer] = LinkRecord() }
         // Set before returning: a link nobody takes is ended by the service.
         link.events = relay
-        send(.connected(session: id, peer: link.peer, mtu: UInt16(clamping: link.mtu)))
+        emit { .connected(session: $0, peer: link.peer, mtu: UInt16(clamping: link.mtu)) }
     }
 
     func central(_ service: any CentralRole, didFailToConnect peer: LEAddress, error: DeviceConnectError) {
-        send(.failedToConnect(session: id, peer: peer, reason: "\(error)"))
+        connecting.remove(peer)
+        emit { .failedToConnect(session: $0, peer: peer, reason: "\(error)") }
     }
 
     func central(_ service: any CentralRole, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool) {
-        relays[peer] = nil
+        if relays.removeValue(forKey: peer) != nil { connectionEvents?.disconnected(peer) }
+        records[peer] = nil
+        if isReconnecting { connecting.insert(peer) } else { connecting.remove(peer) }
+        parked.removeAll { $0.peer == peer }
         let wire: DaemonDisconnectCause = switch cause {
         case .requested(let notify): .requested(notify: notify)
         case .attTimeout: .attTimeout
         case .link(let status): .link(status)
         }
-        send(.disconnected(session: id, peer: peer, cause: wire, isReconnecting: isReconnecting))
+        emit { .disconnected(session: $0, peer: peer, cause: wire, isReconnecting: isReconnecting) }
     }
 
     func central(_ service: any CentralRole, deviceDidClose error: HCITransportError?) {
-        send(.state(session: id, state: ManagerState.poweredOff, reason: error.map { "\($0)" }))
+        emit { .state(session: $0, state: ManagerState.poweredOff, reason: error.map { "\($0)" }) }
+    }
+
+    /// Service Changed on a link: what was discovered in `range` is gone (the client rediscovers).
+    fileprivate func servicesChanged(_ range: ClosedRange<ATTHandle>, on peer: LEAddress) {
+        guard var record = records[peer] else { return }
+        let stale = (record.services ?? []).filter { $0.handles.overlaps(range) }
+        record.services = record.services?.filter { !$0.handles.overlaps(range) }
+        for service in stale {
+            for characteristic in record.characteristics.removeValue(forKey: service.handles.lowerBound) ?? [] {
+                record.descriptors[characteristic.valueHandle] = nil
+                record.notifying.remove(characteristic.valueHandle)
+            }
+        }
+        records[peer] = record
     }
 }
 
 /// One link's events, as messages naming its peer.
 final class LinkRelay: CentralLinkEvents, @unchecked Sendable {
-    let session: UInt32
+    private weak var session: CentralSession?
     let peer: LEAddress
-    let send: (DaemonMessage) -> Void
 
-    init(session: UInt32, peer: LEAddress, send: @escaping (DaemonMessage) -> Void) {
+    init(session: CentralSession, peer: LEAddress) {
         self.session = session
         self.peer = peer
-        self.send = send
     }
 
-    func linkMTUChanged(_ mtu: Int) { send(.linkMTU(session: session, peer: peer, mtu: UInt16(clamping: mtu))) }
-    func linkReadName(_ name: String) { send(.linkName(session: session, peer: peer, name: name)) }
+    func linkMTUChanged(_ mtu: Int) { session?.emit { [peer] in .linkMTU(session: $0, peer: peer, mtu: UInt16(clamping: mtu)) } }
+    func linkReadName(_ name: String) { session?.emit { [peer] in .linkName(session: $0, peer: peer, name: name) } }
     func linkServicesChanged(_ range: ClosedRange<ATTHandle>) {
-        send(.linkServicesChanged(session: session, peer: peer, range: range))
+        session?.servicesChanged(range, on: peer)
+        session?.emit { [peer] in .linkServicesChanged(session: $0, peer: peer, range: range) }
     }
     func linkReturnedWriteBudget(_ count: Int) {
-        send(.linkWriteBudget(session: session, peer: peer, count: UInt16(clamping: count)))
+        session?.emit { [peer] in .linkWriteBudget(session: $0, peer: peer, count: UInt16(clamping: count)) }
     }
     func linkClosed() {}
 }

@@ -35,6 +35,10 @@ public final class DaemonServer: Sendable {
 
     private let listenFD: Int32
     private let device: HostDevice
+    /// Sessions kept for restoration (touched on the device's loop only).
+    private let restoration = DaemonRestoration()
+    /// Connection events, for every client (touched on the device's loop only).
+    private let connectionEvents = DaemonConnectionEvents()
     private let log: (@Sendable (String) -> Void)?
     private let state = Mutex(State())
     private let stopped = DispatchSemaphore(value: 0)
@@ -79,6 +83,10 @@ public final class DaemonServer: Sendable {
         stopped.wait()
         stopped.signal()
         for connection in connections { connection.drop() }
+        // Nothing is kept past the daemon: its kept sessions end, and so do those of clients
+        // that go after this.
+        let restoration = restoration
+        device.loop.execute { restoration.close() }
     }
 
     private func acceptLoop() {
@@ -99,7 +107,8 @@ public final class DaemonServer: Sendable {
                 return
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, log: log) { [self] gone in
+            let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, restoration: restoration,
+                                              connectionEvents: connectionEvents, log: log) { [self] gone in
                 state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(gone)) }
             }
             // Started under the lock, so that `close` finds every connection it must drop
@@ -178,16 +187,21 @@ final class DaemonConnection: @unchecked Sendable {
     let credentials: PeerCredentials
     private let fd: Int32
     private let device: HostDevice
+    private let restoration: DaemonRestoration
+    private let connectionEvents: DaemonConnectionEvents
     private let log: (@Sendable (String) -> Void)?
     private let gone: @Sendable (DaemonConnection) -> Void
     private var socket: FramedSocket?
     private var client: DaemonClient?
 
-    init(fd: Int32, credentials: PeerCredentials, device: HostDevice, log: (@Sendable (String) -> Void)?,
+    init(fd: Int32, credentials: PeerCredentials, device: HostDevice, restoration: DaemonRestoration,
+         connectionEvents: DaemonConnectionEvents, log: (@Sendable (String) -> Void)?,
          gone: @escaping @Sendable (DaemonConnection) -> Void) {
         self.fd = fd
         self.credentials = credentials
         self.device = device
+        self.restoration = restoration
+        self.connectionEvents = connectionEvents
         self.log = log
         self.gone = gone
     }
@@ -202,17 +216,20 @@ final class DaemonConnection: @unchecked Sendable {
                               },
                               onClose: { [weak self] reason in
                                   guard let self else { return }
-                                  log?("client pid \(credentials.pid) left: \(reason)")
                                   loop.execute { [self] in
                                       client?.close()
                                       client = nil
                                   }
+                                  // After the close is posted: what the device hears from now
+                                  // on reaches the loop after it (a restorable session parks it).
+                                  log?("client pid \(credentials.pid) left: \(reason)")
                                   gone(self)
                               })
         // Set before anything can use it: the threads start and the client is made after.
         self.socket = socket
         loop.execute { [self] in
-            client = DaemonClient(device: device, name: "pid \(credentials.pid)") { message in socket.send(message) }
+            client = DaemonClient(device: device, name: "pid \(credentials.pid)", uid: credentials.uid,
+                                  restoration: restoration, connectionEvents: connectionEvents) { message in socket.send(message) }
         }
         socket.start()
     }

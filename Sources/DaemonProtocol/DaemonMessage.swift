@@ -78,6 +78,21 @@ public enum DaemonMessage: Sendable, Hashable {
     case rssi(session: UInt32, request: UInt32, rssi: Int8, error: String?)
     case notification(session: UInt32, peer: LEAddress, handle: ATTHandle, value: [UInt8])
 
+    // MARK: Restoration and connection events
+
+    /// Daemon → client, before the first `state` of a session opened with the restore
+    /// identifier of a session whose client went: what the daemon kept for it (its peers,
+    /// connected or connecting, with what was discovered on them; its scan), and how many
+    /// notifications it dropped while no client held it (the oldest, past its bound). The
+    /// notifications it kept follow the `state`, in order.
+    case restoreState(session: UInt32, peers: [DaemonRestoredPeer], scan: DaemonRestoredScan?, droppedNotifications: UInt32)
+    /// Client → daemon: report `connectionEvent`s for connections of the device (any client's)
+    /// to peers advertising or having any of `services` (nil: any) and among `peripherals`
+    /// (nil: any). Replaces the session's earlier registration.
+    case registerConnectionEvents(session: UInt32, services: [BluetoothUUID]?, peripherals: [LEAddress]?)
+    /// Daemon → client: a matching peer connected to the device, or its last connection ended.
+    case connectionEvent(session: UInt32, peer: LEAddress, connected: Bool)
+
     /// The message's type on the wire. Client → daemon below 0x8000, daemon → client above.
     public enum Kind: UInt16, Sendable, CaseIterable {
         case hello = 0x0001
@@ -118,6 +133,11 @@ public enum DaemonMessage: Sendable, Hashable {
         case done = 0x8025
         case rssi = 0x8026
         case notification = 0x8027
+
+        // MARK: Restoration and connection events
+        case registerConnectionEvents = 0x0030
+        case restoreState = 0x8030
+        case connectionEvent = 0x8031
 
         /// Whether clients send it (else the daemon does).
         public var isFromClient: Bool { rawValue < 0x8000 }
@@ -162,6 +182,10 @@ public enum DaemonMessage: Sendable, Hashable {
         case .done: .done
         case .rssi: .rssi
         case .notification: .notification
+        // MARK: Restoration and connection events
+        case .restoreState: .restoreState
+        case .registerConnectionEvents: .registerConnectionEvents
+        case .connectionEvent: .connectionEvent
         }
     }
 
@@ -234,6 +258,12 @@ public enum DaemonMessage: Sendable, Hashable {
             w.u32(session); w.u32(request); w.i8(rssi); w.optional(error) { $0.string($1) }
         case .notification(let session, let peer, let handle, let value):
             w.u32(session); w.leAddress(peer); w.handle(handle); w.blob(value)
+        // MARK: Restoration and connection events
+        case .restoreState(let session, let peers, let scan, let dropped):
+            w.u32(session); w.array(peers) { $0.restoredPeer($1) }; w.optional(scan) { $0.restoredScan($1) }; w.u32(dropped)
+        case .registerConnectionEvents(let session, let services, let peripherals):
+            w.u32(session); w.optional(services) { $0.array($1) { $0.uuid($1) } }; w.optional(peripherals) { $0.array($1) { $0.leAddress($1) } }
+        case .connectionEvent(let session, let peer, let connected): w.u32(session); w.leAddress(peer); w.bool(connected)
         }
     }
 
@@ -388,6 +418,17 @@ public enum DaemonMessage: Sendable, Hashable {
         case .notification:
             let session = try r.u32(), peer = try r.leAddress(), handle = try r.handle(), value = try r.blob()
             return .notification(session: session, peer: peer, handle: handle, value: value)
+        // MARK: Restoration and connection events
+        case .restoreState:
+            let session = try r.u32(), peers = try r.array { try $0.restoredPeer() }, scan = try r.optional { try $0.restoredScan() }
+            return .restoreState(session: session, peers: peers, scan: scan, droppedNotifications: try r.u32())
+        case .registerConnectionEvents:
+            let session = try r.u32(), services = try r.optional { try $0.array { try $0.uuid() } }
+            let peripherals = try r.optional { try $0.array { try $0.leAddress() } }
+            return .registerConnectionEvents(session: session, services: services, peripherals: peripherals)
+        case .connectionEvent:
+            let session = try r.u32(), peer = try r.leAddress(), connected = try r.bool()
+            return .connectionEvent(session: session, peer: peer, connected: connected)
         }
     }
 }

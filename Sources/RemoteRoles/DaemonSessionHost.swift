@@ -7,16 +7,40 @@ import Scheduling
 /// the connection's own, where the remote roles run as the in-process ones run on a device's
 /// loop.
 ///
+/// When the daemon goes (its socket closes: a restart, a crash), every session hears it
+/// (`lost`), and the host connects again with backoff on the loop's timer; once the new daemon
+/// says `welcome`, each session is opened again (`reopen`), as iOS apps see `bluetoothd`
+/// restart. Only a refusal ends the connection for good.
+///
 /// Sessions and their handlers are loop-confined; `send` is callable from any thread.
 public final class DaemonSessionHost: @unchecked Sendable {
     public let path: String
     public let loop: EventLoop
-    private var socket: FramedSocket!
+    private let name: String
+    /// The connection now (replaced on the loop when the daemon comes back).
+    private let socket = Locked<FramedSocket?>(nil)
     // Loop-confined.
-    private var sessions: [UInt32: (DaemonMessage) -> Void] = [:]
-    private var closers: [UInt32: (String) -> Void] = [:]
+    private var sessions: [UInt32: Session] = [:]
     private var nextSession: UInt32 = 1
+    /// Why the connection ended for good (a refusal).
     private var closedReason: String?
+    /// Why the daemon is away while the host connects again; nil while connected.
+    private var awayReason: String?
+    /// Counts connections, so that a stale one's events are ignored.
+    private var connection = 0
+    private var welcomed = false
+    private var retry: TimerHandle?
+    private var backoff = DaemonSessionHost.firstBackoff
+
+    /// The first wait before connecting again, doubled after each failure up to ``maximumBackoff``.
+    public static let firstBackoff: Duration = .milliseconds(50)
+    public static let maximumBackoff: Duration = .seconds(2)
+
+    private struct Session {
+        var handler: (DaemonMessage) -> Void
+        var lost: (_ reason: String, _ permanent: Bool) -> Void
+        var reopen: () -> Void
+    }
 
     private static let registry = Locked<[String: Weak]>([:])
     private struct Weak { weak var host: DaemonSessionHost? }
@@ -33,60 +57,99 @@ public final class DaemonSessionHost: @unchecked Sendable {
 
     private init(path: String, name: String) throws {
         self.path = path
+        self.name = name
         loop = EventLoop(name: "CoreBluetooth daemon:\(path)", pacing: .realTime)
-        let fd = try FramedSocket.connect(path: path)
-        socket = FramedSocket(fd: fd, name: "daemon:\(path)", onMessage: { [weak self] message in
+        // The first connection is made here: no daemon at all is the caller's error to report.
+        start(try FramedSocket.connect(path: path), connection: 0)
+    }
+
+    deinit {
+        socket.current?.close()
+        retry?.cancel()
+        loop.shutdown()
+    }
+
+    public func send(_ message: DaemonMessage) { socket.current?.send(message) }
+
+    /// Runs a connection on `fd`: hello, then its messages on the loop.
+    private func start(_ fd: Int32, connection number: Int) {
+        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", onMessage: { [weak self] message in
             guard let self else { return }
-            loop.execute { self.dispatch(message) }
+            loop.execute { if self.connection == number { self.dispatch(message) } }
         }, onClose: { [weak self] reason in
             guard let self else { return }
-            loop.execute { self.closed(reason) }
+            loop.execute { if self.connection == number { self.lost(reason) } }
         })
+        self.socket.withLock { $0 = socket }
         socket.send(.hello(version: DaemonFrame.version, minimumVersion: DaemonFrame.minimumVersion, name: name))
         socket.start()
     }
 
-    deinit {
-        socket?.close()
-        loop.shutdown()
-    }
-
-    public func send(_ message: DaemonMessage) { socket.send(message) }
-
-    /// On the loop: a new session, whose messages go to `handler`; `closed` is called if the
-    /// connection ends.
-    public func openSession(_ handler: @escaping (DaemonMessage) -> Void, closed: @escaping (String) -> Void) -> UInt32 {
+    /// On the loop: a new session, whose messages go to `handler`. `lost` is called when the
+    /// daemon goes (`permanent`: it will not be reached again), `reopen` when a daemon that
+    /// came back said `welcome` (open the session again there).
+    public func openSession(_ handler: @escaping (DaemonMessage) -> Void, lost: @escaping (_ reason: String, _ permanent: Bool) -> Void,
+                            reopen: @escaping () -> Void) -> UInt32 {
         let id = nextSession
         nextSession += 1
-        sessions[id] = handler
-        closers[id] = closed
-        if let closedReason { closed(closedReason) }
+        sessions[id] = Session(handler: handler, lost: lost, reopen: reopen)
+        if let closedReason { lost(closedReason, true) } else if let awayReason { lost(awayReason, false) }
         return id
     }
 
     /// On the loop: the session is over (its manager went).
     public func closeSession(_ id: UInt32) {
         sessions[id] = nil
-        closers[id] = nil
         send(.close(session: id))
     }
 
     private func dispatch(_ message: DaemonMessage) {
         switch message {
         case .welcome:
-            break
+            guard !welcomed else { return }
+            welcomed = true
+            backoff = Self.firstBackoff
+            guard awayReason != nil else { return }
+            // A daemon that came back: the sessions open again there.
+            awayReason = nil
+            for session in sessions.values { session.reopen() }
         case .refused(let reason):
-            socket.close("the daemon refused: \(reason)")
+            closedReason = "the daemon refused: \(reason)"
+            socket.current?.close(closedReason!)
         default:
-            guard let id = message.sessionID, let handler = sessions[id] else { return }
-            handler(message)
+            guard let id = message.sessionID, let session = sessions[id] else { return }
+            session.handler(message)
         }
     }
 
-    private func closed(_ reason: String) {
-        guard closedReason == nil else { return }
-        closedReason = reason
-        for closer in closers.values { closer(reason) }
+    /// On the loop: the connection ended.
+    private func lost(_ reason: String) {
+        connection += 1
+        welcomed = false
+        socket.withLock { $0 = nil }
+        let permanent = closedReason != nil
+        let first = awayReason == nil
+        if !permanent && first { awayReason = reason }
+        if permanent || first {
+            for session in sessions.values { session.lost(closedReason ?? reason, permanent) }
+        }
+        if !permanent { scheduleRetry() }
+    }
+
+    /// Connects again after the backoff (on the loop's timer; a Unix socket connects at once
+    /// or fails, so the attempt never holds the loop).
+    private func scheduleRetry() {
+        retry?.cancel()
+        retry = loop.schedule(after: backoff) { [weak self] in
+            guard let self else { return }
+            retry = nil
+            backoff = min(backoff * 2, Self.maximumBackoff)
+            do {
+                start(try FramedSocket.connect(path: path), connection: connection)
+            } catch {
+                scheduleRetry()
+            }
+        }
     }
 }
 
@@ -99,7 +162,8 @@ extension DaemonMessage {
              .linkMTU(let session, _, _), .linkName(let session, _, _), .linkServicesChanged(let session, _, _),
              .linkWriteBudget(let session, _, _), .services(let session, _, _), .includedServices(let session, _, _),
              .characteristics(let session, _, _), .descriptors(let session, _, _), .value(let session, _, _),
-             .done(let session, _, _), .rssi(let session, _, _, _), .notification(let session, _, _, _):
+             .done(let session, _, _), .rssi(let session, _, _, _), .notification(let session, _, _, _),
+             .restoreState(let session, _, _, _), .connectionEvent(let session, _, _):
             session
         default:
             nil

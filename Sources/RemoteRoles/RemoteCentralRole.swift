@@ -20,6 +20,10 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
     private var links: [LEAddress: RemoteCentralLink] = [:]
     private var nextRequest: UInt32 = 1
     private var rssiRequests: [UInt32: (Result<Int8, HCIError>) -> Void] = [:]
+    /// The connection events asked for (sent again to a daemon that came back).
+    private var connectionEventFilter: (services: [BluetoothUUID]?, peripherals: [LEAddress]?)?
+    /// Hears each connection event: the peer, and whether it connected. Set before ``open``.
+    public var onConnectionEvent: ((LEAddress, Bool) -> Void)?
 
     public init(host: DaemonSessionHost) { self.host = host }
 
@@ -28,19 +32,37 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
 
     /// On the loop: opens the session; `onState` gets each state the daemon reports (a
     /// `CBManagerState` raw value, and why it is not on), and `unsupported` with the reason if
-    /// the connection to the daemon ends.
-    public func open(onState: @escaping (UInt8, String?) -> Void) {
+    /// the connection to the daemon ends. With `restoreIdentifier`, the daemon keeps the
+    /// session when this process goes; and if it kept one under that identifier, `onRestore`
+    /// gets what it kept before the first state (its connected peers' links are this role's
+    /// from then on: take them with ``link(for:)`` and resume their subscriptions with
+    /// ``resumeNotifications(from:handle:onValue:)``).
+    public func open(restoreIdentifier: String? = nil, onRestore: @escaping (_ peers: [DaemonRestoredPeer], _ scan: DaemonRestoredScan?) -> Void = { _, _ in },
+                     onState: @escaping (UInt8, String?) -> Void) {
         let id = host.openSession({ [weak self] message in
-            self?.handle(message, onState: onState)
-        }, closed: { [weak self] reason in
+            self?.handle(message, onRestore: onRestore, onState: onState)
+        }, lost: { [weak self] reason, permanent in
+            // The daemon went: `.resetting` while the host connects again (as iOS apps see
+            // `bluetoothd` restart), `.unsupported` when it will not; the links are gone.
             guard let self else { return }
             let wasOn = isOn
-            state = 2
+            let newState: UInt8 = permanent ? 2 : 1
+            state = newState
             closeAllLinks(cause: .link(HCIStatus(0x08)), notify: wasOn)
-            onState(2, "corebluetoothd at \(host.path): \(reason)")
+            let waiting = rssiRequests
+            rssiRequests = [:]
+            for completion in waiting.values { completion(.failure(.notSupported("corebluetoothd went"))) }
+            onState(newState, "corebluetoothd at \(host.path): \(reason)")
+        }, reopen: { [weak self] in
+            // A daemon that came back: the session opens again there (its state follows).
+            guard let self, let session else { return }
+            host.send(.openCentral(session: session, restoreIdentifier: restoreIdentifier))
+            if let filter = connectionEventFilter {
+                host.send(.registerConnectionEvents(session: session, services: filter.services, peripherals: filter.peripherals))
+            }
         })
         session = id
-        host.send(.openCentral(session: id, restoreIdentifier: nil))
+        host.send(.openCentral(session: id, restoreIdentifier: restoreIdentifier))
     }
 
     /// The manager went: the daemon ends the session (its scan and connections with it).
@@ -69,6 +91,13 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
 
     public func stopScan() { send { .stopScan(session: $0) } }
 
+    /// Asks for connection events of the daemon's device (any client's connections) to peers
+    /// with any of `services` and among `peripherals` (nil: any): ``onConnectionEvent`` hears them.
+    public func registerConnectionEvents(services: [BluetoothUUID]?, peripherals: [LEAddress]?) {
+        connectionEventFilter = (services, peripherals)
+        send { .registerConnectionEvents(session: $0, services: services, peripherals: peripherals) }
+    }
+
     public func connect(_ peer: LEAddress, autoReconnect: Bool) {
         if let link = links[peer] {
             // Already connected: the API side hears it again (as on iOS).
@@ -81,6 +110,11 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
     public func cancel(_ peer: LEAddress, notify: Bool) { send { .cancel(session: $0, peer: peer, notify: notify) } }
 
     public func link(for peer: LEAddress) -> (any CentralRoleLink)? { links[peer] }
+
+    /// A restored link's subscription (the daemon kept it on): `onValue` gets its values.
+    public func resumeNotifications(from peer: LEAddress, handle: ATTHandle, onValue: @escaping ([UInt8]) -> Void) {
+        links[peer]?.resume(handle, onValue)
+    }
 
     public func readRSSI(of peer: LEAddress, completion: @escaping (Result<Int8, HCIError>) -> Void) {
         guard let session, links[peer] != nil else { return completion(.failure(.notSupported("the peer is not connected"))) }
@@ -100,8 +134,14 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
 
     // MARK: - Messages
 
-    private func handle(_ message: DaemonMessage, onState: (UInt8, String?) -> Void) {
+    private func handle(_ message: DaemonMessage, onRestore: ([DaemonRestoredPeer], DaemonRestoredScan?) -> Void,
+                        onState: (UInt8, String?) -> Void) {
         switch message {
+        case .restoreState(_, let peers, let scan, _):
+            for restored in peers where restored.isConnected {
+                links[restored.peer] = RemoteCentralLink(role: self, peer: restored.peer, mtu: Int(restored.mtu))
+            }
+            onRestore(peers, scan)
         case .state(_, let newState, let reason):
             let wasOn = isOn
             state = newState
@@ -142,6 +182,8 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
             links[peer]?.events?.linkReturnedWriteBudget(Int(count))
         case .notification(_, let peer, let handle, let value):
             links[peer]?.deliver(value, for: handle)
+        case .connectionEvent(_, let peer, let connected):
+            onConnectionEvent?(peer, connected)
         case .rssi(_, let id, let rssi, let error):
             guard let completion = rssiRequests.removeValue(forKey: id) else { return }
             completion(error.map { .failure(.notSupported($0)) } ?? .success(rssi))
@@ -185,6 +227,8 @@ final class RemoteCentralLink: CentralRoleLink, @unchecked Sendable {
     }
 
     func deliver(_ value: [UInt8], for handle: ATTHandle) { valueHandlers[handle]?(value) }
+
+    func resume(_ handle: ATTHandle, _ onValue: @escaping ([UInt8]) -> Void) { valueHandlers[handle] = onValue }
 
     /// Takes the answer to one of this link's requests; false if it is not one.
     func answer(_ message: DaemonMessage) -> Bool {

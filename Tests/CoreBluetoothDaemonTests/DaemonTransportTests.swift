@@ -4,6 +4,7 @@ import DaemonProtocol
 import Foundation
 import HCI
 import HCIDriver
+import HCITransport
 import HostDevice
 import Scheduling
 import TestTools
@@ -18,6 +19,13 @@ private func eventually(timeout: Duration, _ condition: () -> Bool) async -> Boo
         if ContinuousClock.now >= deadline { return false }
         try? await Task.sleep(for: .milliseconds(1))
     }
+    return true
+}
+
+/// Whether a daemon accepts connections at `path` (the probe connection is closed at once).
+func daemonAccepts(_ path: String) -> Bool {
+    guard let fd = try? FramedSocket.connect(path: path) else { return false }
+    close(fd)
     return true
 }
 
@@ -61,13 +69,20 @@ private final class FeedCentral: NSObject, CBCentralManagerDelegate, CBPeriphera
     private var logStorage: [String] = []
     private var valuesStorage: [Data] = []
     var manager: CBCentralManager!
+    /// Set on the delegate queue; the test clears it to have the app connect anew.
     var peripheral: CBPeripheral?
     let scanFor: CBUUID
 
     init(scanFor: CBUUID) { self.scanFor = scanFor }
 
+    private var connectionEventsStorage: [CBConnectionEvent] = []
     var log: [String] { lock.withLock { logStorage } }
     var values: [Data] { lock.withLock { valuesStorage } }
+    var connectionEvents: [CBConnectionEvent] { lock.withLock { connectionEventsStorage } }
+
+    func centralManager(_ central: CBCentralManager, connectionEventDidOccur event: CBConnectionEvent, for peripheral: CBPeripheral) {
+        lock.withLock { connectionEventsStorage.append(event) }
+    }
     private func note(_ entry: String) { lock.withLock { logStorage.append(entry) } }
 
     func centralManagerDidUpdateState(_ central: CBCentralManager) {
@@ -150,6 +165,8 @@ struct DaemonTransportTests {
         let other = FeedCentral(scanFor: CBUUID(string: "BEEF"))
         other.manager = CBCentralManager(delegate: other, queue: DispatchQueue(label: "other"),
                                          options: [CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)"])
+        // The other hears of the app's connection through connection events only.
+        other.manager.registerForConnectionEvents(options: [.serviceUUIDs: [serviceUUID]])
 
         #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.count >= 1 }, "\(app.log)")
         #expect(app.values.first == Data([0x2A]))
@@ -162,8 +179,56 @@ struct DaemonTransportTests {
         #expect(other.log == ["state 5"])
         #expect(app.manager.state == .poweredOn && other.manager.state == .poweredOn)
 
+        #expect(other.connectionEvents == [.peerConnected])
+        #expect(app.connectionEvents.isEmpty)
+
         app.manager.cancelPeripheralConnection(try #require(app.peripheral))
         #expect(await eventually(timeout: .seconds(5)) { app.log.last == "disconnected" })
+        #expect(await eventually(timeout: .seconds(5)) { other.connectionEvents == [.peerConnected, .peerDisconnected] })
+    }
+
+    @Test func aDaemonThatRestartsIsSeenAsResettingWithItsLinksLostThenOnAgainAndUsable() async throws {
+        let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
+        defer { radioLoop.shutdown() }
+        let radioPath = temporaryPath("daemon-radio.sock")
+        let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 19))
+        defer { radioServer.close() }
+        let proxy = try RadioProxy(path: radioPath)
+        try proxy.waitUntilJoined()
+        let controller = VirtualController(radio: proxy, address: BluetoothAddress("CB:D0:00:00:16:03")!)
+        let device = HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd")
+        let started = Shared<Bool?>(nil)
+        proxy.loop.execute { device.start { result in started.update { $0 = (try? result.get()) != nil } } }
+        #expect(await eventually(timeout: .seconds(10)) { started.update { $0 } != nil })
+        let socketPath = temporaryPath("corebluetoothd.sock")
+        let daemon = try DaemonServer(path: socketPath, device: device)
+        defer { withExtendedLifetime(controller) { proxy.loop.execute { device.stop() } } }
+
+        let peripheral = FeedPeripheral()
+        peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
+                                                 options: [CBManagerOptionLinuxTransportKey: "virtual:\(radioPath)"])
+        let queue = DispatchQueue(label: "app")
+        let app = FeedCentral(scanFor: serviceUUID)
+        app.manager = CBCentralManager(delegate: app, queue: queue, options: [
+            CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)", CBCentralManagerOptionRestoreIdentifierKey: "restarting",
+        ])
+        #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") }, "\(app.log)")
+
+        // The daemon stops: the link is lost with an error, the manager is resetting.
+        daemon.close()
+        #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 1"] }, "\(app.log)")
+        #expect(app.manager.state == .resetting)
+        queue.sync { app.peripheral = nil }
+
+        // A daemon on the same path again: the client connects by itself, its session opens
+        // again (powered on), and the app scans, connects and subscribes anew.
+        let again = try DaemonServer(path: socketPath, device: device)
+        defer { again.close() }
+        #expect(await eventually(timeout: .seconds(10)) { app.log.last == "state 5" || app.log.filter { $0 == "connected" }.count == 2 },
+                "\(app.log)")
+        #expect(await eventually(timeout: .seconds(20)) { app.log.filter { $0 == "notifying" }.count == 2 }, "\(app.log)")
+        #expect(app.manager.state == .poweredOn)
+        #expect(app.log.filter { $0 == "state 5" }.count == 2)
     }
 
     @Test func aManagerWithNoDaemonIsUnsupportedWithTheReason() async throws {
@@ -197,7 +262,8 @@ struct DaemonProcessTests {
         daemon.standardError = FileHandle.nullDevice
         try daemon.run()
         defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
-        #expect(await eventually(timeout: .seconds(10)) { FileManager.default.fileExists(atPath: socketPath) })
+        // Listening (the socket file exists from bind, a moment before listen).
+        #expect(await eventually(timeout: .seconds(10)) { daemonAccepts(socketPath) })
 
         let peripheral = FeedPeripheral()
         peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
@@ -207,12 +273,70 @@ struct DaemonProcessTests {
                                        options: [CBManagerOptionLinuxTransportKey: "daemon:\(socketPath)"])
         #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") && app.values.first == Data([0x2A]) }, "\(app.log)")
 
-        // The daemon goes (SIGTERM): the link is reported lost, and the manager unusable, with why.
+        // The daemon goes (SIGTERM): the link is reported lost, and the manager resetting (it
+        // connects again when a daemon comes back), with why.
         daemon.terminate()
         #expect(await eventually(timeout: .seconds(10)) { !daemon.isRunning })
         #expect(daemon.terminationStatus == 0)
         #expect(!FileManager.default.fileExists(atPath: socketPath))
-        #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 2"] }, "\(app.log)")
+        #expect(await eventually(timeout: .seconds(5)) { app.log.suffix(2) == ["disconnected", "state 1"] }, "\(app.log)")
         #expect(app.manager.linuxUnavailableReason?.contains("corebluetoothd") == true)
+    }
+}
+
+/// A central that only listens: its state and connection events.
+private final class EventWatcher: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var stateStorage: CBManagerState = .unknown
+    private var eventsStorage: [CBConnectionEvent] = []
+    var manager: CBCentralManager!
+
+    var state: CBManagerState { lock.withLock { stateStorage } }
+    var events: [CBConnectionEvent] { lock.withLock { eventsStorage } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) { lock.withLock { stateStorage = central.state } }
+
+    func centralManager(_ central: CBCentralManager, connectionEventDidOccur event: CBConnectionEvent, for peripheral: CBPeripheral) {
+        lock.withLock { eventsStorage.append(event) }
+    }
+}
+
+/// Connection events without a daemon: the managers of one process that share a controller.
+@Suite("Connection events of managers sharing a controller in one process")
+struct LocalConnectionEventTests {
+    @Test func aManagerHearsTheConnectionsOfAnotherManagerOnItsControllerThatMatch() async throws {
+        let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
+        defer { radioLoop.shutdown() }
+        let radioPath = temporaryPath("events-radio.sock")
+        let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 20))
+        defer { radioServer.close() }
+        // An external controller (H4 over TCP) on the radio: the process's managers naming it share it.
+        let proxy = try RadioProxy(path: radioPath)
+        try proxy.waitUntilJoined()
+        let controller = VirtualController(radio: proxy, address: BluetoothAddress("CB:E0:00:00:16:01")!)
+        let server = try H4TCPServer(host: "127.0.0.1", port: 0) { transport in controller.attachHost(transport) }
+        defer { server.close() }
+        let transport = "tcp:127.0.0.1:\(server.port)"
+
+        let peripheral = FeedPeripheral()
+        peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
+                                                 options: [CBManagerOptionLinuxTransportKey: "virtual:\(radioPath)"])
+        let watcher = EventWatcher()
+        watcher.manager = CBCentralManager(delegate: watcher, queue: DispatchQueue(label: "watcher"),
+                                           options: [CBManagerOptionLinuxTransportKey: transport])
+        let stranger = EventWatcher()
+        stranger.manager = CBCentralManager(delegate: stranger, queue: DispatchQueue(label: "stranger"),
+                                            options: [CBManagerOptionLinuxTransportKey: transport])
+        #expect(await eventually(timeout: .seconds(10)) { watcher.state == .poweredOn && stranger.state == .poweredOn })
+        watcher.manager.registerForConnectionEvents(options: [.serviceUUIDs: [serviceUUID]])
+        stranger.manager.registerForConnectionEvents(options: [.serviceUUIDs: [CBUUID(string: "BEEF")]])
+
+        let app = FeedCentral(scanFor: serviceUUID)
+        app.manager = CBCentralManager(delegate: app, queue: DispatchQueue(label: "app"), options: [CBManagerOptionLinuxTransportKey: transport])
+        #expect(await eventually(timeout: .seconds(20)) { app.log.contains("notifying") }, "\(app.log)")
+        #expect(await eventually(timeout: .seconds(5)) { watcher.events == [.peerConnected] })
+        app.manager.cancelPeripheralConnection(try #require(app.peripheral))
+        #expect(await eventually(timeout: .seconds(5)) { watcher.events == [.peerConnected, .peerDisconnected] }, "\(watcher.events)")
+        #expect(stranger.events.isEmpty && app.connectionEvents.isEmpty)
     }
 }

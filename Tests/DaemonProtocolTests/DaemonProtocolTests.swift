@@ -80,6 +80,25 @@ struct DaemonProtocolTests {
         .rssi(session: 1, request: 18, rssi: -70, error: nil),
         .rssi(session: 1, request: 18, rssi: 127, error: "the controller could not measure it"),
         .notification(session: 1, peer: peer, handle: 0x0012, value: [0x06, 0x48]),
+        // Restoration and connection events
+        .restoreState(session: 4, peers: [], scan: nil, droppedNotifications: 0),
+        .restoreState(session: 4, peers: [
+            DaemonRestoredPeer(peer: peer, isConnected: true, mtu: 185, services: [
+                DaemonRestoredService(service: service, characteristics: [
+                    DaemonRestoredCharacteristic(characteristic: characteristic,
+                                                 descriptors: [DiscoveredDescriptor(uuid: BluetoothUUID(uuid16: 0x2902), handle: 0x0013)],
+                                                 isNotifying: true),
+                    DaemonRestoredCharacteristic(characteristic: characteristic, descriptors: nil, isNotifying: false),
+                ]),
+                DaemonRestoredService(service: DiscoveredService(uuid: custom, handles: 0x0020...0x0030), characteristics: nil),
+            ]),
+            DaemonRestoredPeer(peer: LEAddress(.publicDevice, BluetoothAddress(value: 0x00_1B_DC_01_02_04)), isConnected: false, mtu: 23,
+                               services: nil),
+        ], scan: DaemonRestoredScan(services: [heartRate], solicited: [custom], allowDuplicates: true), droppedNotifications: 3),
+        .registerConnectionEvents(session: 1, services: nil, peripherals: nil),
+        .registerConnectionEvents(session: 1, services: [heartRate], peripherals: [peer]),
+        .connectionEvent(session: 1, peer: peer, connected: true),
+        .connectionEvent(session: 1, peer: peer, connected: false),
     ]
 
     @Test func samplesCoverEveryMessageType() {
@@ -104,6 +123,24 @@ struct DaemonProtocolTests {
             0x01, 0x00, // hello
             0x01, 0x00, 0x01, 0x00, // version 1, minimum 1
             0x02, 0x00, 0x00, 0x00, 0x61, 0x62, // "ab"
+        ])
+    }
+
+    @Test func restoreStateAndConnectionEventBytes() {
+        let restored = DaemonRestoredPeer(peer: Self.peer, isConnected: true, mtu: 185, services: [])
+        #expect(DaemonMessage.restoreState(session: 1, peers: [restored], scan: nil, droppedNotifications: 2).encoded == [
+            0x30, 0x80, // restoreState
+            0x01, 0x00, 0x00, 0x00, // session
+            0x01, 0x00, // one peer
+            0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0, // random, address little-endian
+            0x01, // connected
+            0xB9, 0x00, // ATT_MTU 185
+            0x01, 0x00, 0x00, // services discovered: none
+            0x00, // no scan
+            0x02, 0x00, 0x00, 0x00, // 2 notifications dropped
+        ])
+        #expect(DaemonMessage.connectionEvent(session: 1, peer: Self.peer, connected: false).encoded == [
+            0x31, 0x80, 0x01, 0x00, 0x00, 0x00, 0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0, 0x00,
         ])
     }
 

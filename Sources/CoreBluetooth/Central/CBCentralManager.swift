@@ -1,5 +1,7 @@
+import ATT
 import AssignedNumbers
 import Bonding
+import DaemonProtocol
 import Dispatch
 import Foundation
 import HCI
@@ -47,6 +49,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// The central role on `corebluetoothd` instead, when the manager's transport names it:
     /// set once in init, before the manager is shared.
     private var remoteRole: RemoteCentralRole?
+    /// `CBCentralManagerOptionRestoreIdentifierKey`: on a daemon, what the daemon keeps for this
+    /// manager when the process goes, and gives back to the next manager with it.
+    private let restoreIdentifier: String?
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     private var taps = EventTaps<CBCentralManagerDelegate>()
 
@@ -73,14 +78,17 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// A central calling `delegate` on `queue` (the main queue when nil), with init options
     /// (`CBCentralManagerOption…Key`, and the Linux extensions `CBManagerOptionLinux…Key`).
     public init(delegate: CBCentralManagerDelegate?, queue: DispatchQueue?, options: [String: Any]? = nil) {
+        restoreIdentifier = options?[CBCentralManagerOptionRestoreIdentifierKey] as? String
         super.init(queue: queue, options: options)
         delegateStorage = delegate
         events.manager = self
+        events.connectionEvents = device?.connectionEvents
         service.events = events
         service.log = StackLog.sink
         if let remote {
             let role = RemoteCentralRole(host: remote)
             role.events = events
+            role.onConnectionEvent = { [weak self] peer, connected in self?.connectionEvent(peer, connected: connected) }
             remoteRole = role
         }
         startDevice()
@@ -89,12 +97,23 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     deinit {
         // The daemon ends the session (its scan and connections with it).
         if let remoteRole, let remote { remote.loop.execute { remoteRole.close() } }
+        // The role leaves the device (CBManager's deinit): its connections with it.
+        if let device {
+            let events = self.events
+            device.loop.execute {
+                events.releaseConnections()
+                device.connectionEvents.unregister(events)
+            }
+        }
     }
 
     override func startRemote(_ remote: DaemonSessionHost) {
         guard let remoteRole else { return }
+        let identifier = restoreIdentifier
         remote.loop.execute { [weak self] in
-            remoteRole.open { state, reason in
+            remoteRole.open(restoreIdentifier: identifier, onRestore: { peers, scan in
+                self?.restore(peers, scan: scan, role: remoteRole)
+            }, onState: { state, reason in
                 guard let self else { return }
                 if state != CBManagerState.poweredOn.rawValue {
                     // What the device's stop does in the process (the daemon ended the links).
@@ -102,8 +121,41 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
                     for peripheral in self.livePeripherals() { peripheral.linkClosed() }
                 }
                 self.deliverRemoteState(Int(state), reason: reason)
-            }
+            })
         }
+    }
+
+    /// On the role's loop, before the first state: the daemon kept this manager's state (its
+    /// restore identifier's) when an earlier process went. The peripherals come back in their
+    /// state, with what was discovered on them and their subscriptions, and the delegate hears
+    /// `centralManager(_:willRestoreState:)` with Apple's keys.
+    private func restore(_ peers: [DaemonRestoredPeer], scan: DaemonRestoredScan?, role: RemoteCentralRole) {
+        var restored: [CBPeripheral] = []
+        for peer in peers {
+            let peripheral = peripheral(for: peer.peer)
+            let notifying = peripheral.restore(peer)
+            if peer.isConnected, let link = role.link(for: peer.peer) {
+                link.events = peripheral.linkEvents
+                for (handle, characteristic) in notifying {
+                    role.resumeNotifications(from: peer.peer, handle: handle) { [weak peripheral] bytes in
+                        peripheral?.linkDelivered(bytes, for: characteristic)
+                    }
+                }
+            }
+            restored.append(peripheral)
+        }
+        var state: [String: Any] = [CBCentralManagerRestoredStatePeripheralsKey: restored]
+        if let scan {
+            synchronized { isScanningStorage = true }
+            if let services = scan.services { state[CBCentralManagerRestoredStateScanServicesKey] = services.map { CBUUID(bluetoothUUID: $0) } }
+            var options: [String: Any] = [CBCentralManagerScanOptionAllowDuplicatesKey: NSNumber(value: scan.allowDuplicates)]
+            if !scan.solicited.isEmpty {
+                options[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] = scan.solicited.map { CBUUID(bluetoothUUID: $0) }
+            }
+            state[CBCentralManagerRestoredStateScanOptionsKey] = options
+        }
+        let dictionary = Unchecked(state)
+        deliver { manager, delegate in delegate.centralManager(manager, willRestoreState: dictionary.value) }
     }
 
     override func stateDidChange() {
@@ -155,6 +207,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     override func deviceDidStop() {
+        events.releaseConnections()
         service.deviceDidStop()
         synchronized { isScanningStorage = false }
         for peripheral in livePeripherals() { peripheral.linkClosed() }
@@ -355,8 +408,39 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         onService { $0.cancel(address, notify: true) }
     }
 
-    /// Asks for connection events of matching peripherals (not reported on Linux yet).
-    open func registerForConnectionEvents(options: [CBConnectionEventMatchingOption: Any]? = nil) {}
+    /// Asks for `centralManager(_:connectionEventDidOccur:for:)` when a matching peripheral
+    /// connects to or disconnects from the device, whoever made the connection: peripherals
+    /// with any of the `.serviceUUIDs` (advertised or discovered) and among the
+    /// `.peripheralUUIDs` (each: any when absent).
+    ///
+    /// On Linux this reports the connections the device's central managers make: those of
+    /// every client of `corebluetoothd` for a manager on it (`CB_TRANSPORT=daemon`), else those
+    /// of the managers of this process sharing its controller (an external one: on the virtual
+    /// radio each manager is a device of its own).
+    open func registerForConnectionEvents(options: [CBConnectionEventMatchingOption: Any]? = nil) {
+        let services = (options?[.serviceUUIDs] as? [CBUUID]).map { $0.map(\.bluetoothUUID) }
+        let store = identifiers
+        let peripherals = (options?[.peripheralUUIDs] as? [UUID]).map { $0.compactMap { store.address(for: $0) } }
+        if let remoteRole, let remote {
+            remote.loop.execute { remoteRole.registerConnectionEvents(services: services, peripherals: peripherals) }
+            return
+        }
+        guard let device else { return }
+        let events = self.events
+        let filter = ConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
+        device.loop.execute {
+            device.connectionEvents.register(events, filter: filter) { [weak events] peer, connected in
+                events?.manager?.connectionEvent(peer, connected: connected)
+            }
+        }
+    }
+
+    /// On the role's loop: a connection event (the daemon's, or the process's device's).
+    func connectionEvent(_ peer: LEAddress, connected: Bool) {
+        let peripheral = peripheral(for: peer)
+        let event: CBConnectionEvent = connected ? .peerConnected : .peerDisconnected
+        deliver { manager, delegate in delegate.centralManager(manager, connectionEventDidOccur: event, for: peripheral) }
+    }
 
     // MARK: - Delegate calls (from the loop)
 

@@ -1,6 +1,7 @@
 import ATT
 import AssignedNumbers
 import Bonding
+import DaemonProtocol
 import Foundation
 import GATT
 import HCI
@@ -644,6 +645,40 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             }
         }
     }
+}
+
+// MARK: - Restoration
+
+extension CBPeripheral {
+    /// On the loop: the peripheral as a daemon kept it for a restored manager (connected or
+    /// connecting, with what was discovered and which characteristics notify). Returns the
+    /// notifying characteristics by value handle.
+    func restore(_ restored: DaemonRestoredPeer) -> [(ATTHandle, CBCharacteristic)] {
+        synchronized {
+            linkStateStorage = restored.isConnected ? .connected : .connecting
+            if restored.isConnected { mtuStorage = Int(restored.mtu) }
+        }
+        guard let services = restored.services else { return [] }
+        mergeServices(services.map(\.service), requested: nil)
+        var notifying: [(ATTHandle, CBCharacteristic)] = []
+        for service in services {
+            guard let characteristics = service.characteristics,
+                  let object = synchronized({ servicesStorage?.first { $0.handleRange?.lowerBound == service.service.handles.lowerBound.rawValue } })
+            else { continue }
+            mergeCharacteristics(characteristics.map(\.characteristic), into: object, requested: nil)
+            for characteristic in characteristics {
+                guard let made = synchronized({ object.characteristicsStorage?.first { $0.valueHandle == characteristic.characteristic.valueHandle.rawValue } })
+                else { continue }
+                if let descriptors = characteristic.descriptors { mergeDescriptors(descriptors, into: made) }
+                synchronized { made.isNotifyingStorage = characteristic.isNotifying }
+                if characteristic.isNotifying { notifying.append((characteristic.characteristic.valueHandle, made)) }
+            }
+        }
+        return notifying
+    }
+
+    /// A value of a restored subscription.
+    func linkDelivered(_ value: [UInt8], for characteristic: CBCharacteristic) { deliverValue(.success(value), for: characteristic) }
 }
 
 /// Results of several procedures that make one answer: the first failure, or all items.

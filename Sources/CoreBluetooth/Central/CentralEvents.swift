@@ -11,9 +11,22 @@ import RoleServices
 /// delegate calls on the manager's queue. Called on the device's loop.
 final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     weak var manager: CBCentralManager?
+    /// The process's connection events of the manager's device (nil on a daemon, whose own
+    /// are reported to it in messages); set once, before the manager is shared.
+    var connectionEvents: ConnectionEvents?
+    /// Peers the role is connected to, as told to `connectionEvents` (loop-confined).
+    private var connectedPeers: Set<LEAddress> = []
+
+    /// The role's connections are gone for it (its device stopped, or the manager went).
+    func releaseConnections() {
+        let peers = connectedPeers
+        connectedPeers = []
+        for peer in peers { connectionEvents?.disconnected(peer) }
+    }
 
     func central(_ service: any CentralRole, didDiscover peer: LEAddress, advertisement data: AdvertisingData,
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
+        connectionEvents?.learned(data.serviceUUIDs, of: peer)
         guard let manager else { return }
         let peripheral = manager.peripheral(for: peer, advertisedName: data.localName, advertisedServices: data.serviceUUIDs)
         var made = AdvertisementDictionary.make(from: data, isConnectable: isConnectable)
@@ -32,6 +45,7 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     }
 
     func central(_ service: any CentralRole, didConnect link: any CentralRoleLink) {
+        if connectedPeers.insert(link.peer).inserted { connectionEvents?.connected(link.peer) }
         // Nobody holds the peripheral any more: the link is left untaken and the service ends it.
         guard let manager, let peripheral = manager.existingPeripheral(for: link.peer) else { return }
         link.events = peripheral.linkEvents
@@ -44,6 +58,7 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     }
 
     func central(_ service: any CentralRole, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool) {
+        if connectedPeers.remove(peer) != nil { connectionEvents?.disconnected(peer) }
         guard let manager, let peripheral = manager.existingPeripheral(for: peer) else { return }
         switch cause {
         case .requested(let notify):
@@ -58,6 +73,7 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     }
 
     func central(_ service: any CentralRole, deviceDidClose error: HCITransportError?) {
+        releaseConnections()
         manager?.hostDidClose(error)
     }
 

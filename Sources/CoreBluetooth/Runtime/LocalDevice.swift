@@ -5,6 +5,7 @@ import HCIDriver
 import HCITransport
 import HostDevice
 import HostStack
+import RoleServices
 import Scheduling
 import VirtualController
 
@@ -61,6 +62,9 @@ final class LocalDevice: @unchecked Sendable {
     private let ownsLoop: Bool
     /// How managers retry the controller while it is held or blocked.
     let retryPolicy = DeviceRetryPolicy()
+    /// The connections of the device's central managers, for their connection events
+    /// (loop-confined).
+    let connectionEvents = ConnectionEvents()
     private let snoopPath: String?
     private let position: RadioPosition
     /// Starts in progress: each waiter hears the outcome.

@@ -1,0 +1,151 @@
+import CoreBluetooth
+import Foundation
+import Scheduling
+import TestTools
+import Testing
+import VirtualController
+
+/// Waits for what other processes do without holding a thread of the test pool: polls
+/// `condition` every millisecond for at most `timeout` of wall time.
+private func eventually(timeout: Duration, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return true
+}
+
+/// What a child process writes, line by line, as it comes.
+private final class ChildOutput: @unchecked Sendable {
+    // `text` is behind the lock; the pipe is set once.
+    private let lock = NSLock()
+    private var text = ""
+    let pipe = Pipe()
+
+    init() {
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard !data.isEmpty else {
+                handle.readabilityHandler = nil
+                return
+            }
+            self?.lock.withLock { self?.text += String(decoding: data, as: UTF8.self) }
+        }
+    }
+
+    var lines: [String] { lock.withLock { text.split(separator: "\n").map(String.init) } }
+}
+
+/// The peripheral of the test, in this process on the shared radio: one notifying
+/// characteristic; counts its subscribers coming and going.
+private final class NotifyingPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var counts = (subscribed: 0, unsubscribed: 0)
+    let characteristic = CBMutableCharacteristic(type: CBUUID(string: "FEE1"), properties: [.notify], value: nil, permissions: [.readable])
+    var manager: CBPeripheralManager!
+
+    var subscribed: Int { lock.withLock { counts.subscribed } }
+    var unsubscribed: Int { lock.withLock { counts.unsubscribed } }
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
+        guard peripheral.state == .poweredOn else { return }
+        let service = CBMutableService(type: CBUUID(string: "FEED"), primary: true)
+        service.characteristics = [characteristic]
+        peripheral.add(service)
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
+        peripheral.startAdvertising([CBAdvertisementDataLocalNameKey: "Feed", CBAdvertisementDataServiceUUIDsKey: [CBUUID(string: "FEED")]])
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didSubscribeTo characteristic: CBCharacteristic) {
+        lock.withLock { counts.subscribed += 1 }
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didUnsubscribeFrom characteristic: CBCharacteristic) {
+        lock.withLock { counts.unsubscribed += 1 }
+    }
+}
+
+/// Issue 16's acceptance: three processes on one shared virtual radio — this one (the
+/// peripheral), `corebluetoothd`, and a central app (RestoreProbe) with a restore identifier
+/// that is killed with SIGKILL and started again.
+@Suite("corebluetoothd: restoration across processes")
+struct DaemonRestoreProcessTests {
+    static let products = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent(".build/debug")
+    static let daemonBinary = products.appendingPathComponent("corebluetoothd").path
+    static let probeBinary = products.appendingPathComponent("RestoreProbe").path
+
+    private func launch(_ binary: String, _ arguments: [String], output: ChildOutput, errors: ChildOutput? = nil) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.standardOutput = output.pipe
+        process.standardError = errors?.pipe ?? FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    @Test func aCentralKilledWithSIGKILLGetsItsPeripheralBackConnectedAndNotifyingInItsNextProcess() async throws {
+        for binary in [Self.daemonBinary, Self.probeBinary] {
+            try #require(FileManager.default.isExecutableFile(atPath: binary), "run `swift build` first: \(binary)")
+        }
+        let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
+        defer { radioLoop.shutdown() }
+        let radioPath = temporaryPath("restore-radio.sock")
+        let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 18))
+        defer { radioServer.close() }
+
+        // corebluetoothd, on a controller of its own on the radio.
+        let socketPath = temporaryPath("corebluetoothd.sock")
+        let daemonLog = ChildOutput()
+        let daemon = try launch(Self.daemonBinary, ["--transport", "virtual:\(radioPath)", "--listen", socketPath],
+                                output: ChildOutput(), errors: daemonLog)
+        defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+        #expect(await eventually(timeout: .seconds(10)) { daemonAccepts(socketPath) })
+
+        let peripheral = NotifyingPeripheral()
+        peripheral.manager = CBPeripheralManager(delegate: peripheral, queue: DispatchQueue(label: "peripheral"),
+                                                 options: [CBManagerOptionLinuxTransportKey: "virtual:\(radioPath)"])
+        func notify(_ byte: UInt8) -> Bool {
+            peripheral.manager.updateValue(Data([byte]), for: peripheral.characteristic, onSubscribedCentrals: nil)
+        }
+
+        // The app connects, subscribes, hears a value, and is killed.
+        let firstOutput = ChildOutput()
+        let first = try launch(Self.probeBinary, [socketPath, "com.example.restore", "connect"], output: firstOutput)
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        #expect(await eventually(timeout: .seconds(20)) { firstOutput.lines.contains("notifying") && peripheral.subscribed == 1 },
+                "\(firstOutput.lines)")
+        #expect(notify(0x01))
+        #expect(await eventually(timeout: .seconds(5)) { firstOutput.lines.contains("value 01") }, "\(firstOutput.lines)")
+        kill(first.processIdentifier, SIGKILL)
+        let pid = first.processIdentifier
+        #expect(await eventually(timeout: .seconds(5)) { daemonLog.lines.contains { $0.contains("client pid \(pid) left") } },
+                "\(daemonLog.lines)")
+
+        // Values the peripheral sends while no process holds the identifier are kept.
+        #expect(notify(0x02))
+        #expect(notify(0x03))
+
+        // The app's next process: the peripheral back, connected, discovered and notifying,
+        // then the kept values in order, with no connect or subscribe.
+        let secondOutput = ChildOutput()
+        let second = try launch(Self.probeBinary, [socketPath, "com.example.restore", "restore"], output: secondOutput)
+        defer { if second.isRunning { kill(second.processIdentifier, SIGKILL) } }
+        #expect(await eventually(timeout: .seconds(10)) { secondOutput.lines.contains("value 03") }, "\(secondOutput.lines)")
+        #expect(secondOutput.lines == [
+            "restored state=2 services=[\"FEED\"] characteristics=[\"FEE1\"] notifying=[true]", "state 5", "value 02", "value 03",
+        ])
+        #expect(notify(0x04))
+        #expect(await eventually(timeout: .seconds(5)) { secondOutput.lines.last == "value 04" }, "\(secondOutput.lines)")
+
+        // The peripheral never saw its subscriber go (an unsubscription, or the link dropping).
+        #expect(peripheral.subscribed == 1 && peripheral.unsubscribed == 0)
+        kill(second.processIdentifier, SIGKILL)
+        daemon.terminate()
+        #expect(await eventually(timeout: .seconds(10)) { !daemon.isRunning })
+    }
+}
