@@ -6,8 +6,10 @@
 //   them over, until one breaks the protocol;
 // - odd: a script of client messages built from the input (sessions, peers, requests, and the
 //   services and characteristics the daemon's own replies named), with virtual time passing
-//   between them, so that scans, connections, discovery, reads, writes and subscriptions run
-//   against a real peripheral on the virtual radio and are cut short when the client goes.
+//   between them, so that scans, connections, discovery, reads, writes, subscriptions and
+//   connection-event registrations run against a real peripheral on the virtual radio and are
+//   cut short when the client goes, or kept for restoration (identifier "r") and handed to a
+//   later input's session with the same identifier.
 // One daemon device and one peripheral serve every input (a fresh device per input would make
 // the target 100 times slower); each input is a new client, closed at the end, and the loop runs
 // until its sessions have left the device. LeakSanitizer is off for this target
@@ -22,6 +24,7 @@ import GATT
 import HCI
 import HostDevice
 import HostStack
+import RoleServices
 import Scheduling
 import VirtualController
 
@@ -44,6 +47,10 @@ final class Bench: @unchecked Sendable {
     let daemon: HostDevice
     let peripheralDevice: HostDevice
     let peripheral = BenchPeripheral()
+    /// Sessions kept for restoration (the script opens them with the identifier "r") and the
+    /// connection-event registry, shared by every input as by every client of a daemon.
+    let restoration = DaemonRestoration(parkedLimit: 16)
+    let connectionEvents = ConnectionEvents()
 
     init() {
         let radio = VirtualRadio(loop: loop, seed: 17)
@@ -115,7 +122,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var input = FuzzInput(data, size)
     let mode = input.u8()
     let heard = Heard()
-    let client = DaemonClient(device: bench.daemon, name: "fuzz") { heard.take($0) }
+    let client = DaemonClient(device: bench.daemon, name: "fuzz", uid: UInt32(mode >> 7), restoration: bench.restoration,
+                              connectionEvents: bench.connectionEvents) { heard.take($0) }
     if mode & 1 == 0 {
         raw(&input, chunk: Int(mode >> 1) + 1, client: client)
     } else {
@@ -200,6 +208,9 @@ func script(_ input: inout FuzzInput, client: DaemonClient, heard: Heard) {
                 }
             case 15: try client.receive(.readRSSI(session: session, peer: peer, request: request))
             case 16: try client.receive(.hello(version: 1, minimumVersion: 1, name: ""))
+            case 17:
+                try client.receive(.registerConnectionEvents(session: session, services: input.bool() ? [BluetoothUUID(uuid16: 0xAA00)] : nil,
+                                                             peripherals: input.bool() ? [peer] : nil))
             default:
                 // Time passes: connections complete, procedures answer, timeouts fire.
                 bench.loop.run(for: .milliseconds(Int64(op >> 5) * 400 + 10))
