@@ -130,18 +130,31 @@ async def peripheral(port, name, armed):
     hello = Characteristic(BASE.format(2), Characteristic.Properties.READ, Characteristic.READABLE, b"hello")
     long = Characteristic(BASE.format(3), Characteristic.Properties.READ, Characteristic.READABLE,
                           CharacteristicValue(read=lambda connection: LONG))
-    device.add_services([Service(BASE.format(1), [hello, long, notify])])
+    service = Service(BASE.format(1), [hello, long, notify])
+    device.add_services([service])
     counts = {"blobs": 0}
 
     def mtu():
         return wire.connection.att_mtu if wire.connection else 23
 
+    def ours(pdu):
+        """Whether a request's range starts in our service (not the GAP or GATT service, which
+        our stack reads by itself after connecting), or, for Find By Type Value, it is about
+        our 128-bit service UUID."""
+        if pdu[0] == 0x02:
+            return True
+        if pdu[0] == 0x06:
+            return len(pdu) == 7 + 16
+        start = pdu[1] | pdu[2] << 8 if len(pdu) >= 3 else 0
+        return service.handle <= start <= service.end_group_handle
+
     def once(opcode, answer):
-        """Answers our next request `opcode` with `answer()` instead of Bumble."""
+        """Answers our next request `opcode` about our service with `answer()` instead of Bumble."""
         def hook(cid, pdu):
-            if cid != ATT or pdu[0] != opcode:
+            if cid != ATT or pdu[0] != opcode or not ours(pdu):
                 return False
             wire.hooks.remove(hook)
+            say("HOOKED", pdu.hex())
             wire.send(ATT, answer(pdu))
             return True
         wire.hooks.append(hook)
@@ -153,9 +166,9 @@ async def peripheral(port, name, armed):
         elif hook == "huge-mtu":
             once(0x02, lambda pdu: b"\x03" + u16(0xFFFF))
         elif hook == "wrong-opcode-discovery":
-            # Primary service discovery answered with a Read Response, characteristic
+            # Primary service discovery by UUID answered with a Read Response, characteristic
             # discovery with a Find Information Response.
-            once(0x10, lambda pdu: b"\x0B\x01\x02")
+            once(0x06, lambda pdu: b"\x0B\x01\x02")
             once(0x08, lambda pdu: b"\x05\x01" + u16(1) + u16(0x2800))
         elif hook == "malformed-find-info":
             # An unknown format, then format 1 with a half pair.
@@ -188,8 +201,11 @@ async def peripheral(port, name, armed):
             for pdu in ["0B4142", "010A01000A", "030002", "13", "1E", "0D00", "1106010005000018", "19", "17010000",
                         "09", "0B" + "AA" * 300]:
                 wire.send(ATT, bytes.fromhex(pdu))
+            # Until they have reached our stack: a request sent meanwhile would take one of
+            # them for its answer (ATT has no transaction identifiers).
+            await asyncio.sleep(0.5)
         elif scenario == "bad-notifications":
-            handle = notify.handle + 1  # the value handle
+            handle = notify.handle  # the value handle
             for pdu in [b"\x1B", b"\x1B\x01", b"\x1B\x00\x00\x11", b"\x1B\xFF\xFF\x22", b"\x1B\x99\x09\x33",
                         b"\x1B" + u16(handle) + bytes(mtu() + 10),
                         b"\x1D\x00\x00\x44", b"\x1D\xFF\xFF\x55", b"\x1D\x99\x09\x66", b"\x1D", b"\x1D\x01",
