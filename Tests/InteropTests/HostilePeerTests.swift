@@ -27,10 +27,17 @@ struct HostilePeerTests {
 
     /// What the hostile peripheral does to our central's client.
     enum PeripheralScenario: String, CaseIterable, CustomTestStringConvertible, Sendable {
-        case tinyMTU = "tiny-mtu", hugeMTU = "huge-mtu", wrongOpcodeDiscovery = "wrong-opcode-discovery"
-        case malformedFindInformation = "malformed-find-info", endlessLongRead = "endless-long-read"
-        case oversizedBlob = "oversized-blob", unsolicited, badNotifications = "bad-notifications"
-        case signalling, smp
+        case tinyMTU = "tiny-mtu"
+        case hugeMTU = "huge-mtu"
+        case wrongOpcodeDiscovery = "wrong-opcode-discovery"
+        case malformedFindInformation = "malformed-find-info"
+        case endlessLongRead = "endless-long-read"
+        case oversizedBlob = "oversized-blob"
+        case unsolicited
+        case badNotifications = "bad-notifications"
+        case signalling
+        case smp
+        case channelOpenGarbage = "channel-open-garbage"
         var testDescription: String { rawValue }
         /// Hooks armed before the connection (the MTU exchange happens as it opens).
         var armedAtStart: [String] { self == .tinyMTU || self == .hugeMTU ? [rawValue] : [] }
@@ -201,6 +208,19 @@ struct HostilePeerTests {
             let smp = lines.filter { $0.hasPrefix("SMP ") }
             // Only Pairing Failed ever comes back: no pairing starts from these.
             rig.check(smp.allSatisfy { $0.hasPrefix("SMP 05") }, "only Pairing Failed: \(smp)")
+        case .channelOpenGarbage:
+            rig.discover()
+            try rig.discoverCharacteristics()
+            rig.peer("arm \(scenario.rawValue)", expect: "ARMED")
+            // Mid channel open: the answers carry an MTU and MPS below 23 (then an unknown
+            // result, for the LE request the stack falls back to): the open fails.
+            rig.peripheral.openL2CAPChannel(0x0080)
+            rig.wait({ log.count(prefix: "l2cap") == 1 }, "the open ended")
+            let outcome = log.all.last { $0.hasPrefix("l2cap") } ?? ""
+            rig.check(outcome.contains(" error "), "the open fails: \(outcome)")
+            // The peer, which believes its side open, is asked to close it (CIDs 0x0040 and ours).
+            let sig = rig.peer("arm disarm", expect: "ARMED").filter { $0.hasPrefix("SIG ") }
+            rig.check(sig.contains { $0.hasPrefix("SIG 06") && $0.dropFirst(8).hasPrefix("0400" + "4000") }, "disconnected: \(sig)")
         }
         try rig.checkUsable()
     }
@@ -208,11 +228,16 @@ struct HostilePeerTests {
     // MARK: - A hostile central against our peripheral manager
 
     enum CentralScenario: String, CaseIterable, CustomTestStringConvertible, Sendable {
-        case serverUnsolicited = "server-unsolicited", mtuTwice = "mtu-twice"
-        case preparedWriteFlood = "prepared-write-flood", signalling
-        case invalidChannelOpen = "invalid-coc-open", creditFlood = "credit-flood"
-        case smpOutOfOrder = "smp-out-of-order", smpOversized = "smp-oversized"
-        case smpBadConfirm = "smp-bad-confirm", smpBadPublicKey = "smp-bad-public-key"
+        case serverUnsolicited = "server-unsolicited"
+        case mtuTwice = "mtu-twice"
+        case preparedWriteFlood = "prepared-write-flood"
+        case signalling
+        case invalidChannelOpen = "invalid-coc-open"
+        case creditFlood = "credit-flood"
+        case smpOutOfOrder = "smp-out-of-order"
+        case smpOversized = "smp-oversized"
+        case smpBadConfirm = "smp-bad-confirm"
+        case smpBadPublicKey = "smp-bad-public-key"
         var testDescription: String { rawValue }
     }
 

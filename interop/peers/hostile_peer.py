@@ -189,8 +189,28 @@ async def peripheral(port, name, armed):
                 return False
             counts["blobs"] = 0
             wire.hooks.append(blobs)
+        elif hook == "channel-open-garbage":
+            # Our channel open answered with MTU 10 and MPS 10 (both below 23) on the enhanced
+            # request, and with an undefined result on the LE one.
+            def garbage(cid, pdu):
+                if cid != SIG or len(pdu) < 4:
+                    return False
+                if pdu[0] == 0x17:
+                    say("HOOKED", pdu.hex())
+                    wire.send(SIG, bytes([0x18, pdu[1]]) + u16(10) + u16(10) + u16(10) + u16(5) + u16(0) + u16(0x0040))
+                    return True
+                if pdu[0] == 0x14:
+                    say("HOOKED", pdu.hex())
+                    wire.send(SIG, bytes([0x15, pdu[1]]) + u16(10) + u16(0x0040) + u16(10) + u16(10) + u16(5)
+                              + u16(0x0077))
+                    return True
+                return False
+            wire.hooks.append(garbage)
+            counts["armed"] = wire.mark()
         elif hook == "disarm":
             wire.hooks.clear()
+            if "armed" in counts:
+                wire.report(counts.pop("armed"), cids=(SIG,))
             say("BLOBS", counts["blobs"])
         say("ARMED", hook)
 
