@@ -238,6 +238,7 @@ struct HostilePeerTests {
         case smpOversized = "smp-oversized"
         case smpBadConfirm = "smp-bad-confirm"
         case smpBadPublicKey = "smp-bad-public-key"
+        case unconfirmedIndications = "unconfirmed-indications"
         var testDescription: String { rawValue }
     }
 
@@ -264,6 +265,10 @@ struct HostilePeerTests {
             if let channel { openChannels.withLock { $0.append(channel) } }
             log.append(channel == nil ? "open error" : "opened")
         }
+        func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didSubscribeTo characteristic: CBCharacteristic) {
+            log.append("subscribed")
+        }
+        func peripheralManagerIsReady(toUpdateSubscribers peripheral: CBPeripheralManager) { log.append("ready") }
         func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveWrite requests: [CBATTRequest]) {
             log.append("write \(requests.count)")
             peripheral.respond(to: requests[0], withResult: .success)
@@ -290,10 +295,11 @@ struct HostilePeerTests {
         manager?.linuxPairingAgent = agent
         checks.wait({ server.log.contains("state 5") }, seconds: 30, "powered on")
         let service = CBMutableService(type: Self.service, primary: true)
+        let indicating = CBMutableCharacteristic(type: Self.notifying, properties: .indicate, value: nil, permissions: [])
         service.characteristics = [
             CBMutableCharacteristic(type: Self.hello, properties: .read, value: Data("hello".utf8), permissions: .readable),
             CBMutableCharacteristic(type: Self.long, properties: .write, value: nil, permissions: .writeable),
-            CBMutableCharacteristic(type: Self.notifying, properties: .indicate, value: nil, permissions: []),
+            indicating,
         ]
         manager?.add(service)
         checks.wait({ server.log.contains("added") }, "service added")
@@ -307,8 +313,21 @@ struct HostilePeerTests {
 
         let before = controllerPeer.completeLines.count
         let psm = server.psm.map { " \($0)" } ?? ""
-        checks.check(controllerPeer.command("run \(scenario.rawValue)\(psm)", expect: "DONE", timeout: .seconds(60)),
-                     "the scenario ran")
+        var accepted = 0
+        if scenario == .unconfirmedIndications {
+            // While the peer sits on our first indication, the app's updates queue up to a
+            // bound, then updateValue says no (and the ready callback would follow a confirmation).
+            controllerPeer.send("run \(scenario.rawValue)")
+            checks.wait({ server.log.contains("subscribed") }, "subscribed")
+            while accepted < 10_000, manager?.updateValue(Data([UInt8(truncatingIfNeeded: accepted)]), for: indicating,
+                                                           onSubscribedCentrals: nil) == true {
+                accepted += 1
+            }
+            checks.check(controllerPeer.waitFor("DONE \(scenario.rawValue)"), "the scenario ran")
+        } else {
+            checks.check(controllerPeer.command("run \(scenario.rawValue)\(psm)", expect: "DONE", timeout: .seconds(60)),
+                         "the scenario ran")
+        }
         let lines = controllerPeer.completeLines.dropFirst(before).map(String.init)
         func line(_ prefix: String) -> String? { lines.first { $0.hasPrefix(prefix + " ") }.map { String($0.dropFirst(prefix.count + 1)) } }
         func smp() -> [String] { lines.filter { $0.hasPrefix("SMP ") }.map { String($0.dropFirst(4)) } }
@@ -352,6 +371,12 @@ struct HostilePeerTests {
             checks.check(lines.contains { $0.hasPrefix("OPEN ok") }, "opened: \(lines)")
             // Credits past 65535: we disconnect the channel (Vol 3 Part A §10.1).
             checks.check(line("CLOSED")?.hasPrefix("06") == true, "the channel closed: \(lines)")
+        case .unconfirmedIndications:
+            checks.check(line("SUBSCRIBE"), "13", "subscribed to indications")
+            // One indication outstanding at a time (Vol 3 Part F §3.3.2): only the first goes out.
+            checks.check(line("INDICATIONS"), "1", "indications sent while none is confirmed")
+            checks.check(accepted >= 1 && accepted < 10_000, "updates queued: \(accepted) (bounded)")
+            checks.check(!server.log.contains("ready"), "no readiness without a confirmation")
         case .smpOutOfOrder:
             // Out of order: Pairing Failed, Unspecified Reason; a responder's PDU from the
             // initiator: Command Not Supported.

@@ -317,6 +317,10 @@ async def central(port):
         for characteristic in service.characteristics:
             handles[characteristic.uuid.to_hex_str(separator="-")] = characteristic.handle
     hello, writable = handles[BASE.format(2)], handles[BASE.format(3)]
+    indicating = next(c for s in peer.services for c in s.characteristics
+                      if c.uuid.to_hex_str(separator="-") == BASE.format(4))
+    await indicating.discover_descriptors()
+    cccd = next(d.handle for d in indicating.descriptors if d.type.to_hex_str() == "2902")
     say("READY")
 
     async def request(cid, pdu, answer, timeout=3.0):
@@ -434,6 +438,15 @@ async def central(port):
                 # A K-frame on the closed channel's CID goes nowhere.
                 wire.send(dcid, u16(2) + b"hi")
             wire.owned.discard(SIG)
+        elif scenario == "unconfirmed-indications":
+            # Subscribed to indications, never confirming one (Bumble would: it never sees them).
+            wire.owned.add(ATT)
+            say("SUBSCRIBE", ((await att(b"\x12" + u16(cccd) + u16(2))) or b"").hex())
+            await asyncio.sleep(1.5)
+            say("INDICATIONS", sum(1 for c, p in wire.since(mark, ATT) if p[:1] == b"\x1D"))
+            wire.owned.discard(ATT)
+            say("DONE", scenario)
+            return
         elif scenario == "smp-out-of-order":
             wire.owned.add(SMP)
             say("CONFIRM-FIRST", ((await smp(bytes.fromhex("03" + "00" * 16))) or b"").hex())
