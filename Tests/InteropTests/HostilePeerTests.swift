@@ -18,7 +18,7 @@ import Testing
 @Suite("Interop: hostile Bumble peers (issue 17)", .serialized)
 struct HostilePeerTests {
     static func uuid(_ n: Int) -> CBUUID { CBUUID(string: String(format: "6E43%04X-B5A3-F393-E0A9-E50E24DCCA9E", n)) }
-    static let service = uuid(1), hello = uuid(2), long = uuid(3), notifying = uuid(4)
+    static let service = uuid(1), hello = uuid(2), long = uuid(3), notifying = uuid(4), protected = uuid(5)
     /// CBError.unknown: how the API reports a peer that broke the protocol.
     static let protocolError = "error cb \(CBError.Code.unknown.rawValue)"
     static func att(_ code: CBATTError.Code) -> String { String(format: "%02x", code.rawValue) }
@@ -38,6 +38,7 @@ struct HostilePeerTests {
         case signalling
         case smp
         case channelOpenGarbage = "channel-open-garbage"
+        case smpInitiatorBadKey = "smp-initiator-bad-key"
         var testDescription: String { rawValue }
         /// Hooks armed before the connection (the MTU exchange happens as it opens).
         var armedAtStart: [String] { self == .tinyMTU || self == .hugeMTU ? [rawValue] : [] }
@@ -143,7 +144,7 @@ struct HostilePeerTests {
             rig.check(log.all.last { $0.hasPrefix(key) }?.hasSuffix(Self.protocolError) == true,
                       "a Find Information Response to a characteristic discovery fails it: \(log.all)")
             try rig.discoverCharacteristics()
-            rig.check((rig.peripheral.services?.first?.characteristics ?? []).count, 3, "characteristics rediscovered")
+            rig.check((rig.peripheral.services?.first?.characteristics ?? []).count, 4, "characteristics rediscovered")
         case .malformedFindInformation:
             rig.discover()
             try rig.discoverCharacteristics()
@@ -201,6 +202,11 @@ struct HostilePeerTests {
             rig.check(sig.contains("012a0600020040004000"), "unknown CID rejected: \(sig)")
             // Nothing answers an unsolicited response.
             for id in ["27", "28", "29"] { rig.check(!sig.contains { $0.dropFirst(2).hasPrefix(id) }, "no answer to \(id): \(sig)") }
+            // Truncated: not understood; past our signalling MTU: Signaling MTU Exceeded, 23.
+            rig.check(sig.contains("012502000000"), "truncated update rejected: \(sig)")
+            rig.check(sig.contains("012b040001001700"), "oversized command rejected: \(sig)")
+            // Identifier 0 is invalid: no answer.
+            rig.check(!sig.contains { $0.dropFirst(2).hasPrefix("00") }, "no answer to identifier 0: \(sig)")
         case .smp:
             rig.discover()
             try rig.discoverCharacteristics()
@@ -208,6 +214,20 @@ struct HostilePeerTests {
             let smp = lines.filter { $0.hasPrefix("SMP ") }
             // Only Pairing Failed ever comes back: no pairing starts from these.
             rig.check(smp.allSatisfy { $0.hasPrefix("SMP 05") }, "only Pairing Failed: \(smp)")
+        case .smpInitiatorBadKey:
+            rig.discover()
+            try rig.discoverCharacteristics()
+            rig.peer("arm \(scenario.rawValue)", expect: "ARMED")
+            // The refused read makes our central pair; the peer's key is off the curve: our
+            // central fails the pairing (DHKey Check Failed) and the read reports an error.
+            let outcome = try rig.read(Self.protected) ?? ""
+            // The refusal stands: CBATTError.insufficientEncryption.
+            rig.check(outcome.hasSuffix("error att \(CBATTError.Code.insufficientEncryption.rawValue)"), "the read: \(outcome)")
+            rig.peer("arm disarm", expect: "ARMED")
+            let smp = rig.peer.completeLines.filter { $0.hasPrefix("SMP ") }.map(String.init)
+            rig.check(smp.first?.hasPrefix("SMP 01") == true, "our Pairing Request: \(smp)")
+            rig.check(smp.contains("SMP 050b"), "Pairing Failed, DHKey Check Failed: \(smp)")
+            rig.check(!smp.contains { $0.hasPrefix("SMP 03") || $0.hasPrefix("SMP 0d") }, "nothing after the bad key: \(smp)")
         case .channelOpenGarbage:
             rig.discover()
             try rig.discoverCharacteristics()
@@ -219,8 +239,10 @@ struct HostilePeerTests {
             let outcome = log.all.last { $0.hasPrefix("l2cap") } ?? ""
             rig.check(outcome.contains(" error "), "the open fails: \(outcome)")
             // The peer, which believes its side open, is asked to close it (CIDs 0x0040 and ours).
-            let sig = rig.peer("arm disarm", expect: "ARMED").filter { $0.hasPrefix("SIG ") }
-            rig.check(sig.contains { $0.hasPrefix("SIG 06") && $0.dropFirst(8).hasPrefix("0400" + "4000") }, "disconnected: \(sig)")
+            rig.check(rig.peer.waitFor("DISCONNECTION 06"), "the half-open channel is disconnected")
+            let request = rig.peer.line(startingWith: "DISCONNECTION 06") ?? ""
+            rig.check(request.dropFirst("DISCONNECTION 06".count + 2).hasPrefix("0400" + "4000"), "its CIDs: \(request)")
+            rig.peer("arm disarm", expect: "ARMED")
         }
         try rig.checkUsable()
     }

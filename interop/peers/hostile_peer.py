@@ -11,7 +11,7 @@ channels (ATT 0x0004, LE signalling 0x0005, SMP 0x0006) by writing raw L2CAP PDU
 of by Bumble.
 
 peripheral: advertises NAME with a GATT service 6E430001-…: 0002 read "hello",
-  0003 read (40 bytes), 0004 notify + indicate. ARMED names hooks set from the start (the
+  0003 read (40 bytes), 0004 notify + indicate, 0005 read with encryption required. ARMED names hooks set from the start (the
   MTU exchange happens at connection). Standard input, one command per line:
     arm HOOK       answer our next matching requests badly (prints ARMED HOOK)
     push SCENARIO  send a burst of bad PDUs, print what came back, then DONE SCENARIO
@@ -130,7 +130,9 @@ async def peripheral(port, name, armed):
     hello = Characteristic(BASE.format(2), Characteristic.Properties.READ, Characteristic.READABLE, b"hello")
     long = Characteristic(BASE.format(3), Characteristic.Properties.READ, Characteristic.READABLE,
                           CharacteristicValue(read=lambda connection: LONG))
-    service = Service(BASE.format(1), [hello, long, notify])
+    protected = Characteristic(BASE.format(5), Characteristic.Properties.READ, Characteristic.READ_REQUIRES_ENCRYPTION,
+                               b"secret")
+    service = Service(BASE.format(1), [hello, long, notify, protected])
     device.add_services([service])
     counts = {"blobs": 0}
 
@@ -195,6 +197,9 @@ async def peripheral(port, name, armed):
             def garbage(cid, pdu):
                 if cid != SIG or len(pdu) < 4:
                     return False
+                if pdu[0] == 0x06:
+                    say("DISCONNECTION", pdu.hex())
+                    return False
                 if pdu[0] == 0x17:
                     say("HOOKED", pdu.hex())
                     wire.send(SIG, bytes([0x18, pdu[1]]) + u16(10) + u16(10) + u16(10) + u16(5) + u16(0) + u16(0x0040))
@@ -207,6 +212,19 @@ async def peripheral(port, name, armed):
                 return False
             wire.hooks.append(garbage)
             counts["armed"] = wire.mark()
+        elif hook == "smp-initiator-bad-key":
+            # Our central pairs (its read was refused for want of encryption): Secure
+            # Connections Just Works is answered, then its public key with one off P-256.
+            def pairing(cid, pdu):
+                if cid != SMP:
+                    return False
+                say("SMP", pdu.hex())
+                if pdu[:1] == b"\x01":
+                    wire.send(SMP, bytes.fromhex("02030009100000"))
+                elif pdu[:1] == b"\x0C":
+                    wire.send(SMP, b"\x0C" + (1).to_bytes(32, "little") + (1).to_bytes(32, "little"))
+                return True
+            wire.hooks.append(pairing)
         elif hook == "disarm":
             wire.hooks.clear()
             if "armed" in counts:
