@@ -10,11 +10,11 @@ import Testing
 /// procedures, and floods us. Each scenario asserts that the process survives, that the stack
 /// answers with the spec's codes (the numbers Apple's `CBATTError` uses) or reports Apple's
 /// errors to the app, that what it keeps is bounded, and that a normal read works afterwards.
-/// Real time (another process): each scenario takes a second or two.
+/// Real time (another process): each scenario takes one Bumble process and 1–4 seconds.
 ///
-/// Not here: a peer that never confirms our indications. The 30-second ATT timeout that then
-/// closes the bearer runs on the wall clock against Bumble; ATTBearerTests covers it on the
-/// virtual clock.
+/// Not here: the 30-second ATT timeout that closes the bearer when a peer never confirms our
+/// indication (the "unconfirmed-indications" scenario checks only what happens meanwhile). It
+/// would run on the wall clock against Bumble; ATTBearerTests covers it on the virtual clock.
 @Suite("Interop: hostile Bumble peers (issue 17)", .serialized)
 struct HostilePeerTests {
     static func uuid(_ n: Int) -> CBUUID { CBUUID(string: String(format: "6E43%04X-B5A3-F393-E0A9-E50E24DCCA9E", n)) }
