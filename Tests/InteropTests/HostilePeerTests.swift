@@ -258,6 +258,7 @@ struct HostilePeerTests {
         case creditFlood = "credit-flood"
         case smpOutOfOrder = "smp-out-of-order"
         case smpOversized = "smp-oversized"
+        case smpMidPairing = "smp-mid-pairing"
         case smpBadConfirm = "smp-bad-confirm"
         case smpBadPublicKey = "smp-bad-public-key"
         case unconfirmedIndications = "unconfirmed-indications"
@@ -405,6 +406,13 @@ struct HostilePeerTests {
             checks.check(line("CONFIRM-FIRST"), "0508", "a confirm before the request")
             checks.check(line("RESPONSE"), "0507", "a Pairing Response to the responder")
             checks.check(line("RANDOM"), "0508", "a random before the request")
+        case .smpMidPairing:
+            checks.check(line("PAIRING-RESPONSE")?.hasPrefix("02") == true, "pairing answered: \(lines)")
+            // Mid pairing, a new request ends it: Unspecified Reason.
+            checks.check(line("SECOND-REQUEST"), "0508", "a second Pairing Request mid pairing")
+            // Afterwards: answered again, or paced (Repeated Attempts, Vol 3 Part H §2.3.6).
+            let again = line("AFTERWARDS") ?? ""
+            checks.check(again.hasPrefix("02") || again == "0509", "a request after the failure: \(again)")
         case .smpOversized:
             checks.check(line("OVERSIZED"), "050a", "an oversized Pairing Request: Invalid Parameters")
         case .smpBadConfirm:

@@ -472,6 +472,13 @@ async def central(port):
             say("RANDOM", ((await smp(bytes.fromhex("04" + "00" * 16))) or b"").hex())
             say("EMPTY", ((await smp(b"", timeout=0.5)) or b"").hex())
             wire.owned.discard(SMP)
+        elif scenario == "smp-mid-pairing":
+            # A second Pairing Request while ours is answered, then one more after the failure.
+            wire.owned.add(SMP)
+            say("PAIRING-RESPONSE", ((await smp(bytes.fromhex("01030008100000"))) or b"").hex())
+            say("SECOND-REQUEST", ((await smp(bytes.fromhex("01030008100000"))) or b"").hex())
+            say("AFTERWARDS", ((await smp(bytes.fromhex("01030008100000"))) or b"").hex())
+            wire.owned.discard(SMP)
         elif scenario == "smp-oversized":
             wire.owned.add(SMP)
             say("OVERSIZED", ((await smp(bytes.fromhex("01030008100000" + "00" * 60))) or b"").hex())
