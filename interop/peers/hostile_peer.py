@@ -11,9 +11,11 @@ channels (ATT 0x0004, LE signalling 0x0005, SMP 0x0006) by writing raw L2CAP PDU
 of by Bumble.
 
 peripheral: advertises NAME with a GATT service 6E430001-…: 0002 read "hello",
-  0003 read (40 bytes), 0004 notify + indicate, 0005 read with encryption required. ARMED names hooks set from the start (the
-  MTU exchange happens at connection). Standard input, one command per line:
-    arm HOOK       answer our next matching requests badly (prints ARMED HOOK)
+  0003 read (40 bytes), 0004 notify + indicate, 0005 read with encryption required.
+  ARMED names hooks set from the start (the MTU exchange happens at connection). Standard
+  input, one command per line:
+    arm HOOK       answer our next matching requests badly (prints ARMED HOOK); "arm disarm"
+                   removes every hook and prints what they saw
     push SCENARIO  send a burst of bad PDUs, print what came back, then DONE SCENARIO
 central: prints LISTENING, waits for the line "connect ADDRESS" ("AA:BB:…/R" random, else
   public; our stack's controller is up only once the peer listens), connects, discovers our
