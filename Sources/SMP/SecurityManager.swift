@@ -101,6 +101,9 @@ public final class SecurityManager: @unchecked Sendable {
                 return sendPDU(.pairingFailed(.repeatedAttempts))
             }
             delegate?.securityManager(self, didReceiveSecurityRequest: requirements)
+        case .pairingResponse where role == .peripheral:
+            // Only a responder sends it, as only a central sends a Pairing Request.
+            fail(.commandNotSupported)
         case .keypressNotification:
             guard let session, session.stage == .authenticating, case .passkey = session.model else {
                 return fail(.unspecifiedReason)

@@ -60,6 +60,10 @@ struct PairingFailureTests {
         let peripheral = LoneSession(role: .peripheral)
         peripheral.receive(.securityRequest([.bonding]))
         #expect(peripheral.takeSent() == [.pairingFailed(.commandNotSupported)])
+        // A Pairing Response sent to the responder (a hostile central, issue 17).
+        let responder = LoneSession(role: .peripheral)
+        responder.receive(SMPPDU.pairingResponse(.peer()))
+        #expect(responder.takeSent() == [.pairingFailed(.commandNotSupported)])
     }
 
     @Test func malformedPDUsAreInvalidParameters() {
