@@ -31,6 +31,7 @@ public final class DaemonClient: @unchecked Sendable {
     private let send: (DaemonMessage) -> Void
     private var version: UInt16?
     private var centrals: [UInt32: CentralSession] = [:]
+    private var peripherals: [UInt32: PeripheralSession] = [:]
 
     /// `send` writes a message to the client (the owner frames it and keeps the order).
     public init(device: HostDevice, name: String, send: @escaping (DaemonMessage) -> Void) {
@@ -40,7 +41,7 @@ public final class DaemonClient: @unchecked Sendable {
     }
 
     /// The sessions open now.
-    public var sessionCount: Int { centrals.count }
+    public var sessionCount: Int { centrals.count + peripherals.count }
 
     /// Acts on one message of the client. Throws when the message breaks the protocol (the
     /// client is then closed already).
@@ -62,6 +63,9 @@ public final class DaemonClient: @unchecked Sendable {
         let sessions = centrals.values
         centrals = [:]
         for session in sessions { session.end() }
+        let peripheralSessions = peripherals.values
+        peripherals = [:]
+        for session in peripheralSessions { session.end() }
     }
 
     private func handle(_ message: DaemonMessage) throws(DaemonClientViolation) {
@@ -85,7 +89,7 @@ public final class DaemonClient: @unchecked Sendable {
         case .hello:
             throw DaemonClientViolation("a second hello")
         case .openCentral(let session, _):
-            guard centrals[session] == nil else { throw DaemonClientViolation("session \(session) is open already") }
+            guard centrals[session] == nil, peripherals[session] == nil else { throw DaemonClientViolation("session \(session) is open already") }
             // Nothing reaches the client once it is closed (a link another client shares may
             // still deliver a value this session subscribed to).
             centrals[session] = CentralSession(id: session, device: device) { [weak self] message in
@@ -93,16 +97,25 @@ public final class DaemonClient: @unchecked Sendable {
                 send(message)
             }
         case .openPeripheral(let session, _):
-            // The peripheral role crosses the daemon in the next increment (docs/daemon.md).
-            send(.state(session: session, state: ManagerState.unsupported,
-                        reason: "this daemon does not serve the peripheral role yet"))
+            guard centrals[session] == nil, peripherals[session] == nil else {
+                throw DaemonClientViolation("session \(session) is open already")
+            }
+            peripherals[session] = PeripheralSession(id: session, device: device) { [weak self] message in
+                guard let self, !isClosed else { return }
+                send(message)
+            }
         case .close(let session):
             centrals.removeValue(forKey: session)?.end()
+            peripherals.removeValue(forKey: session)?.end()
         default:
-            guard let id = message.session, let session = centrals[id] else {
-                throw DaemonClientViolation("\(message.kind) for a session that is not open")
+            guard let id = message.session else { throw DaemonClientViolation("\(message.kind) names no session") }
+            if let session = centrals[id], !message.isPeripheralCall {
+                session.handle(message)
+            } else if let session = peripherals[id], message.isPeripheralCall {
+                session.handle(message)
+            } else {
+                throw DaemonClientViolation("\(message.kind) for a session that is not open (or of the other role)")
             }
-            session.handle(message)
         }
     }
 }
@@ -125,8 +138,21 @@ extension DaemonMessage {
              .read(let session, _, _, _), .write(let session, _, _, _, _), .writeWithoutResponse(let session, _, _, _),
              .setNotify(let session, _, _, _, _, _), .readRSSI(let session, _, _):
             session
+        // MARK: Peripheral role
+        case .publish(let session, _, _, _), .unpublish(let session, _), .unpublishAll(let session),
+             .startAdvertising(let session, _), .stopAdvertising(let session), .setLatency(let session, _, _),
+             .answer(let session, _, _, _), .update(let session, _, _, _):
+            session
         default:
             nil
+        }
+    }
+
+    /// Whether it is a peripheral manager's call (else a central's).
+    var isPeripheralCall: Bool {
+        switch self {
+        case .publish, .unpublish, .unpublishAll, .startAdvertising, .stopAdvertising, .setLatency, .answer, .update: true
+        default: false
         }
     }
 }

@@ -101,6 +101,12 @@ extension DaemonMessage {
              .characteristics(let session, _, _), .descriptors(let session, _, _), .value(let session, _, _),
              .done(let session, _, _), .rssi(let session, _, _, _), .notification(let session, _, _, _):
             session
+        // MARK: Peripheral role
+        case .published(let session, _, _), .unpublished(let session, _, _), .advertisingStarted(let session, _, _),
+             .advertisingStopped(let session), .centralConnected(let session, _, _, _), .centralMTU(let session, _, _),
+             .centralDisconnected(let session, _, _), .readRequest(let session, _, _, _, _), .writeRequest(let session, _, _),
+             .subscribed(let session, _, _), .unsubscribed(let session, _, _), .updatesHandedOver(let session, _):
+            session
         default:
             nil
         }

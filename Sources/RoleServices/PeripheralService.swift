@@ -51,6 +51,13 @@ public struct PeripheralWrite: Sendable, Hashable {
     public let handle: ATTHandle
     public let offset: Int
     public let value: [UInt8]
+
+    public init(central: Int, handle: ATTHandle, offset: Int, value: [UInt8]) {
+        self.central = central
+        self.handle = handle
+        self.offset = offset
+        self.value = value
+    }
 }
 
 /// A value the API side accepted for its subscribers, on its way to the loop: the
@@ -115,6 +122,9 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     @exclusivity(unchecked) public weak var events: PeripheralServiceEvents?
     /// Logs what the service drops or refuses; nil logs nothing.
     @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// Hears how many accepted updates left the loop (sent or dropped) each time slots come
+    /// back: a daemon relays the count to its client, whose own inbox keeps the budget.
+    @exclusivity(unchecked) public var updatesReleased: ((Int) -> Void)?
     /// Answers pairing prompts on this client's connections; nil leaves them to the device's
     /// agent. Settable from any thread (the API sets it; the device reads it on its loop).
     public var pairingAgent: (any PairingAgent)? {
@@ -552,6 +562,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Returns slots to `acceptUpdate`; the readiness event follows when it was owed.
     private func release(_ count: Int) {
         guard count > 0 else { return }
+        updatesReleased?(count)
         guard inbox.withLock({ $0.release(count) }) else { return }
         events?.peripheralReadyToUpdateSubscribers(self)
     }
