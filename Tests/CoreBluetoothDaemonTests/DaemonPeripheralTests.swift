@@ -55,6 +55,9 @@ private final class RadioAndDaemon {
         return link
     }
 
+    /// The daemon stops serving (its clients' connections close), as when it exits.
+    func closeDaemon() { daemon.close() }
+
     func close() {
         daemon.close()
         let device = self.device
@@ -201,6 +204,81 @@ private final class UsingCentral: NSObject, CBCentralManagerDelegate, CBPeripher
     }
 }
 
+/// A peripheral manager's delegate that only writes down what it hears (the test drives it).
+private final class PublishingApp: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var logStorage: [String] = []
+    var log: [String] { lock.withLock { logStorage } }
+    private func note(_ entry: String) { lock.withLock { logStorage.append(entry) } }
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) { note("state \(peripheral.state.rawValue)") }
+    func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
+        note("added \(service.uuid) \((error as? CBError).map { "\($0.code.rawValue)" } ?? "ok")")
+    }
+    func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) { note("advertising") }
+}
+
+/// A central that connects to the first device advertising `target` and discovers its whole
+/// database (services, included services, characteristics), again when the peer's services
+/// change: `database` is the last complete picture.
+private final class DiscoveringCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var peripheralStorage: CBPeripheral?
+    private var databaseStorage: [String] = []
+    private var pending = 0
+    let target: CBUUID
+    var manager: CBCentralManager!
+
+    init(target: CBUUID) { self.target = target }
+
+    /// One line per service: its UUID, included services and characteristics.
+    var database: [String] { lock.withLock { databaseStorage } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) {
+        if central.state == .poweredOn { central.scanForPeripherals(withServices: [target]) }
+    }
+
+    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral, advertisementData: [String: Any],
+                        rssi RSSI: NSNumber) {
+        guard lock.withLock({ peripheralStorage == nil }) else { return }
+        lock.withLock { peripheralStorage = peripheral }
+        central.stopScan()
+        central.connect(peripheral)
+    }
+
+    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+        peripheral.delegate = self
+        peripheral.discoverServices(nil)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didModifyServices invalidatedServices: [CBService]) {
+        peripheral.discoverServices(nil)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: Error?) {
+        let services = peripheral.services ?? []
+        lock.withLock { pending = services.count * 2 }
+        if services.isEmpty { lock.withLock { databaseStorage = [] } }
+        for service in services {
+            peripheral.discoverIncludedServices(nil, for: service)
+            peripheral.discoverCharacteristics(nil, for: service)
+        }
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverIncludedServicesFor service: CBService, error: Error?) { finished(peripheral) }
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: Error?) { finished(peripheral) }
+
+    private func finished(_ peripheral: CBPeripheral) {
+        let done = lock.withLock { pending -= 1; return pending == 0 }
+        guard done else { return }
+        let lines = (peripheral.services ?? []).map { service in
+            "\(service.uuid) \(service.isPrimary ? "primary" : "secondary") includes [\((service.includedServices ?? []).map { "\($0.uuid)" }.joined(separator: ","))]"
+                + " [\((service.characteristics ?? []).map { "\($0.uuid)" }.joined(separator: ","))]"
+        }
+        lock.withLock { databaseStorage = lines }
+    }
+}
+
 @Suite("corebluetoothd: peripheral managers on the daemon (CB_TRANSPORT=daemon:PATH)")
 struct DaemonPeripheralTests {
     @Test func aPeripheralManagerOnTheDaemonServesACentralAndAnotherClientHearsOnlyItsOwn() async throws {
@@ -292,5 +370,68 @@ struct DaemonPeripheralTests {
         #expect(probe() == 1)
         app = nil // the manager is released: the daemon ends its session (services, advertising)
         #expect(await eventually(timeout: .seconds(5)) { probe() == 0 })
+    }
+
+    @Test func aDaemonThatGoesLeavesThePeripheralManagerUnsupportedWithWhy() async throws {
+        let bench = try await RadioAndDaemon(seed: 0x33)
+        defer { bench.close() }
+        let app = ServingApp(prefix: "FA", advertise: true)
+        app.manager = CBPeripheralManager(delegate: app, queue: DispatchQueue(label: "app"),
+                                          options: [CBManagerOptionLinuxTransportKey: "daemon:\(bench.socketPath)"])
+        #expect(await eventually { app.log == ["state 5", "added ", "advertising "] }, "\(app.log)")
+        #expect(app.manager.isAdvertising)
+        bench.closeDaemon()
+        #expect(await eventually { app.log.last == "state 2" }, "\(app.log)")
+        #expect(!app.manager.isAdvertising)
+        #expect(app.manager.linuxUnavailableReason?.contains("corebluetoothd") == true)
+        #expect(!app.manager.updateValue(Data([1]), for: app.dynamic, onSubscribedCentrals: nil))
+    }
+
+    @Test func includedServicesAndRemovalAsAppleDescribesThem() async throws {
+        let bench = try await RadioAndDaemon(seed: 0x34)
+        defer { bench.close() }
+        let app = PublishingApp()
+        let manager = CBPeripheralManager(delegate: app, queue: DispatchQueue(label: "app"),
+                                          options: [CBManagerOptionLinuxTransportKey: "daemon:\(bench.socketPath)"])
+        #expect(await eventually { app.log == ["state 5"] })
+        let battery = CBMutableService(type: CBUUID(string: "180F"), primary: false)
+        battery.characteristics = [CBMutableCharacteristic(type: CBUUID(string: "2A19"), properties: [.read], value: Data([99]),
+                                                           permissions: [.readable])]
+        let main = CBMutableService(type: CBUUID(string: "FA00"), primary: true)
+        main.includedServices = [battery]
+        let described = CBMutableCharacteristic(type: CBUUID(string: "2A6E"), properties: [.read, .notify], value: nil,
+                                                permissions: [.readable])
+        described.descriptors = [CBMutableDescriptor(type: CBUUID(string: CBUUIDCharacteristicUserDescriptionString), value: "Temperature")]
+        main.characteristics = [described]
+
+        // Included before it is published: an error (Invalid Parameters, 1).
+        manager.add(main)
+        #expect(await eventually { app.log.last == "added FA00 1" })
+        manager.add(battery)
+        manager.add(main)
+        #expect(await eventually { app.log.suffix(2) == ["added 180F ok", "added FA00 ok"] }, "\(app.log)")
+        manager.startAdvertising([CBAdvertisementDataServiceUUIDsKey: [main.uuid]])
+
+        let central = DiscoveringCentral(target: main.uuid)
+        central.manager = CBCentralManager(delegate: central, queue: DispatchQueue(label: "central"),
+                                           options: [CBManagerOptionLinuxTransportKey: "virtual:\(bench.radioPath)"])
+        // The primary services (the secondary one is found through the include).
+        #expect(await eventually { central.database.count == 3 }, "\(central.database)")
+        #expect(central.database == ["1800 primary includes [] [2A00,2A01]", "1801 primary includes [] [2A05,2B29,2B2A]",
+                                     "FA00 primary includes [180F] [2A6E]"])
+
+        // Included by a published service: refused. Then both go, and the central hears it
+        // (Service Changed) and finds none of them.
+        manager.remove(battery)
+        manager.remove(main)
+        manager.remove(battery)
+        #expect(await eventually { central.database.allSatisfy { $0.hasPrefix("1800") || $0.hasPrefix("1801") } },
+                "\(central.database)")
+        let other = CBMutableService(type: CBUUID(string: "FA10"), primary: true)
+        manager.add(other)
+        #expect(await eventually { app.log.last == "added FA10 ok" })
+        #expect(await eventually { central.database.contains { $0.hasPrefix("FA10") } }, "\(central.database)")
+        manager.removeAllServices()
+        #expect(await eventually { !central.database.contains { $0.hasPrefix("FA10") } }, "\(central.database)")
     }
 }
