@@ -35,6 +35,10 @@ final class PeripheralSession: PeripheralServiceEvents, @unchecked Sendable {
     func end() {
         service.events = nil
         service.updatesReleased = nil
+        // Requests the client can no longer answer are refused now, whoever still holds the
+        // service (its responders also answer when freed), never left to the centrals' 30 s ATT
+        // timeout, which would end their links for every session.
+        service.answerPendingRequests(with: .unlikelyError)
         // Removing the client stops its advertising set and takes its services out of the database.
         service.device?.removeClient(service)
         service.deviceDidStop()

@@ -511,6 +511,20 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         }
     }
 
+    /// Answers every request still waiting with `error`, oldest first: the API side that would
+    /// have answered is gone (a daemon's client that left), and a central left without an answer
+    /// would lose its link to the ATT timeout.
+    public func answerPendingRequests(with error: ATTErrorCode) {
+        let pending = pendingAnswers.sorted { $0.key < $1.key }
+        pendingAnswers = [:]
+        for (_, answer) in pending {
+            switch answer {
+            case .read(_, let respond): respond(.failure(error))
+            case .write(_, let respond): respond(error)
+            }
+        }
+    }
+
     // MARK: - Subscriptions
 
     public func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,

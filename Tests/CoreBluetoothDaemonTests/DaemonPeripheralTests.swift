@@ -216,6 +216,8 @@ private final class PublishingApp: NSObject, CBPeripheralManagerDelegate, @unche
         note("added \(service.uuid) \((error as? CBError).map { "\($0.code.rawValue)" } ?? "ok")")
     }
     func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) { note("advertising") }
+    /// Never answered.
+    func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveRead request: CBATTRequest) { note("read") }
 }
 
 /// A central that connects to the first device advertising `target` and discovers its whole
@@ -225,7 +227,6 @@ private final class DiscoveringCentral: NSObject, CBCentralManagerDelegate, CBPe
     private let lock = NSLock()
     private var peripheralStorage: CBPeripheral?
     private var databaseStorage: [String] = []
-    private var pending = 0
     let target: CBUUID
     var manager: CBCentralManager!
 
@@ -256,22 +257,26 @@ private final class DiscoveringCentral: NSObject, CBCentralManagerDelegate, CBPe
     }
 
     func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: Error?) {
-        let services = peripheral.services ?? []
-        lock.withLock { pending = services.count * 2 }
-        if services.isEmpty { lock.withLock { databaseStorage = [] } }
-        for service in services {
+        for service in peripheral.services ?? [] {
             peripheral.discoverIncludedServices(nil, for: service)
             peripheral.discoverCharacteristics(nil, for: service)
         }
+        snapshot(peripheral)
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didDiscoverIncludedServicesFor service: CBService, error: Error?) { finished(peripheral) }
-    func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: Error?) { finished(peripheral) }
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverIncludedServicesFor service: CBService, error: Error?) { snapshot(peripheral) }
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: Error?) { snapshot(peripheral) }
 
-    private func finished(_ peripheral: CBPeripheral) {
-        let done = lock.withLock { pending -= 1; return pending == 0 }
-        guard done else { return }
-        let lines = (peripheral.services ?? []).map { service in
+    /// Discovers the database again (a central that did not hear Service Changed, having
+    /// subscribed to it after the change, asks again as an app would).
+    func rediscover() { lock.withLock { peripheralStorage }?.discoverServices(nil) }
+
+    /// The database as far as it is discovered, once every service's includes and
+    /// characteristics are (discoveries that overlap, after Service Changed, end in the last one).
+    private func snapshot(_ peripheral: CBPeripheral) {
+        let services = peripheral.services ?? []
+        guard services.allSatisfy({ $0.includedServices != nil && $0.characteristics != nil }) else { return }
+        let lines = services.map { service in
             "\(service.uuid) \(service.isPrimary ? "primary" : "secondary") includes [\((service.includedServices ?? []).map { "\($0.uuid)" }.joined(separator: ","))]"
                 + " [\((service.characteristics ?? []).map { "\($0.uuid)" }.joined(separator: ","))]"
         }
@@ -425,13 +430,52 @@ struct DaemonPeripheralTests {
         manager.remove(battery)
         manager.remove(main)
         manager.remove(battery)
-        #expect(await eventually { central.database.allSatisfy { $0.hasPrefix("1800") || $0.hasPrefix("1801") } },
-                "\(central.database)")
+        var polls = 0
+        func changed(_ condition: ([String]) -> Bool) -> Bool {
+            polls += 1
+            if polls % 100 == 0 { central.rediscover() }
+            return condition(central.database)
+        }
+        #expect(await eventually { changed { $0.allSatisfy { $0.hasPrefix("1800") || $0.hasPrefix("1801") } } }, "\(central.database)")
         let other = CBMutableService(type: CBUUID(string: "FA10"), primary: true)
         manager.add(other)
         #expect(await eventually { app.log.last == "added FA10 ok" })
-        #expect(await eventually { central.database.contains { $0.hasPrefix("FA10") } }, "\(central.database)")
+        #expect(await eventually { changed { $0.contains { $0.hasPrefix("FA10") } } }, "\(central.database)")
         manager.removeAllServices()
-        #expect(await eventually { !central.database.contains { $0.hasPrefix("FA10") } }, "\(central.database)")
+        #expect(await eventually { changed { !$0.contains { $0.hasPrefix("FA10") } } }, "\(central.database)")
+    }
+
+    @Test func aClientThatGoesWithARequestUnansweredLeavesTheCentralsLinkUp() async throws {
+        let bench = try await RadioAndDaemon(seed: 0x35)
+        defer { bench.close() }
+        let app = PublishingApp()
+        var manager: CBPeripheralManager? = CBPeripheralManager(delegate: app, queue: DispatchQueue(label: "app"),
+                                                                options: [CBManagerOptionLinuxTransportKey: "daemon:\(bench.socketPath)"])
+        #expect(await eventually { app.log == ["state 5"] })
+        let service = CBMutableService(type: CBUUID(string: "FA00"), primary: true)
+        service.characteristics = [CBMutableCharacteristic(type: CBUUID(string: "FA01"), properties: [.read], value: nil,
+                                                           permissions: [.readable])]
+        manager?.add(service)
+        manager?.startAdvertising([CBAdvertisementDataServiceUUIDsKey: [service.uuid]])
+        #expect(await eventually { app.log == ["state 5", "added FA00 ok", "advertising"] }, "\(app.log)")
+
+        let central = UsingCentral(target: service.uuid)
+        central.manager = CBCentralManager(delegate: central, queue: DispatchQueue(label: "central"),
+                                           options: [CBManagerOptionLinuxTransportKey: "virtual:\(bench.radioPath)"])
+        #expect(await eventually { central.characteristic(CBUUID(string: "FA01")) != nil }, "\(central.log)")
+        let peripheral = try #require(central.peripheral)
+        peripheral.readValue(for: try #require(central.characteristic(CBUUID(string: "FA01"))))
+        #expect(await eventually { app.log.last == "read" })
+        // The app goes with the read unanswered: the central hears an error at once (not the ATT
+        // timeout, 30 s of this real-time radio, which would end the link) and stays connected.
+        manager = nil
+        #expect(await eventually(timeout: .seconds(5)) { central.log.contains { $0.hasPrefix("read failed") } }, "\(central.log)")
+        // The bearer is free: the next request is answered (it would wait behind the one left
+        // unanswered until the link ended).
+        let name = try #require(central.characteristic(CBUUID(string: "2A00")))
+        peripheral.readValue(for: name)
+        #expect(await eventually(timeout: .seconds(5)) { !central.values(of: name.uuid).isEmpty }, "\(central.log)")
+        #expect(peripheral.state == .connected)
+        #expect(!central.log.contains("disconnected"))
     }
 }
