@@ -35,6 +35,7 @@ public final class DaemonClient: @unchecked Sendable {
     private let send: (DaemonMessage) -> Void
     private var version: UInt16?
     private var centrals: [UInt32: CentralSession] = [:]
+    private var peripherals: [UInt32: PeripheralSession] = [:]
 
     /// `send` writes a message to the client (the owner frames it and keeps the order).
     /// `restoration`: where sessions opened with a restore identifier are kept when the client
@@ -52,7 +53,7 @@ public final class DaemonClient: @unchecked Sendable {
     }
 
     /// The sessions open now.
-    public var sessionCount: Int { centrals.count }
+    public var sessionCount: Int { centrals.count + peripherals.count }
 
     /// Acts on one message of the client. Throws when the message breaks the protocol (the
     /// client is then closed already).
@@ -84,6 +85,10 @@ public final class DaemonClient: @unchecked Sendable {
                 session.end()
             }
         }
+        // Peripheral sessions are not kept for restoration yet: they end with the client.
+        let peripheralSessions = peripherals.values
+        peripherals = [:]
+        for session in peripheralSessions { session.end() }
     }
 
     private func handle(_ message: DaemonMessage) throws(DaemonClientViolation) {
@@ -107,7 +112,7 @@ public final class DaemonClient: @unchecked Sendable {
         case .hello:
             throw DaemonClientViolation("a second hello")
         case .openCentral(let session, let identifier):
-            guard centrals[session] == nil else { throw DaemonClientViolation("session \(session) is open already") }
+            guard centrals[session] == nil, peripherals[session] == nil else { throw DaemonClientViolation("session \(session) is open already") }
             // Nothing reaches the client once it is closed (a link another client shares may
             // still deliver a value this session subscribed to).
             let sink: (DaemonMessage) -> Void = { [weak self] message in
@@ -123,17 +128,26 @@ public final class DaemonClient: @unchecked Sendable {
                                                    connectionEvents: connectionEvents, device: device, send: sink)
             }
         case .openPeripheral(let session, _):
-            // The peripheral role crosses the daemon in the next increment (docs/daemon.md).
-            send(.state(session: session, state: ManagerState.unsupported,
-                        reason: "this daemon does not serve the peripheral role yet"))
+            guard centrals[session] == nil, peripherals[session] == nil else {
+                throw DaemonClientViolation("session \(session) is open already")
+            }
+            peripherals[session] = PeripheralSession(id: session, device: device) { [weak self] message in
+                guard let self, !isClosed else { return }
+                send(message)
+            }
         case .close(let session):
             // The manager was released while its process lives on: nothing to restore.
             centrals.removeValue(forKey: session)?.end()
+            peripherals.removeValue(forKey: session)?.end()
         default:
-            guard let id = message.session, let session = centrals[id] else {
-                throw DaemonClientViolation("\(message.kind) for a session that is not open")
+            guard let id = message.session else { throw DaemonClientViolation("\(message.kind) names no session") }
+            if let session = centrals[id], !message.isPeripheralCall {
+                session.handle(message)
+            } else if let session = peripherals[id], message.isPeripheralCall {
+                session.handle(message)
+            } else {
+                throw DaemonClientViolation("\(message.kind) for a session that is not open (or of the other role)")
             }
-            session.handle(message)
         }
     }
 }
@@ -201,8 +215,21 @@ extension DaemonMessage {
              .setNotify(let session, _, _, _, _, _), .readRSSI(let session, _, _),
              .registerConnectionEvents(let session, _, _):
             session
+        // MARK: Peripheral role
+        case .publish(let session, _, _, _), .unpublish(let session, _), .unpublishAll(let session),
+             .startAdvertising(let session, _), .stopAdvertising(let session), .setLatency(let session, _, _),
+             .answer(let session, _, _, _), .update(let session, _, _, _):
+            session
         default:
             nil
+        }
+    }
+
+    /// Whether it is a peripheral manager's call (else a central's).
+    var isPeripheralCall: Bool {
+        switch self {
+        case .publish, .unpublish, .unpublishAll, .startAdvertising, .stopAdvertising, .setLatency, .answer, .update: true
+        default: false
         }
     }
 }

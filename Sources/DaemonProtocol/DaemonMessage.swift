@@ -92,6 +92,47 @@ public enum DaemonMessage: Sendable, Hashable {
     case registerConnectionEvents(session: UInt32, services: [BluetoothUUID]?, peripherals: [LEAddress]?)
     /// Daemon → client: a matching peer connected to the device, or its last connection ended.
     case connectionEvent(session: UInt32, peer: LEAddress, connected: Bool)
+    // MARK: Peripheral role
+
+    // Client → daemon: one message per `PeripheralRole` call. Keys name the client's services,
+    // `central` the daemon's id of a connected central, `request` a peer's request to answer.
+
+    /// Publishes `service` (its included services named by `includedKeys`); answered by `published`.
+    case publish(session: UInt32, key: UInt32, includedKeys: [UInt32], service: GATTService)
+    /// Answered by `unpublished`.
+    case unpublish(session: UInt32, key: UInt32)
+    /// Answered by `unpublished` for each published service.
+    case unpublishAll(session: UInt32)
+    /// Answered by `advertisingStarted`.
+    case startAdvertising(session: UInt32, advertisement: DaemonAdvertisement)
+    case stopAdvertising(session: UInt32)
+    /// `latency`: 0 low, 1 medium, 2 high.
+    case setLatency(session: UInt32, central: UInt32, latency: UInt8)
+    /// Answers a `readRequest` or `writeRequest`: `error` nil for success (an ATT error code
+    /// otherwise), with `value` for a read.
+    case answer(session: UInt32, request: UInt32, error: UInt8?, value: [UInt8]?)
+    /// A value for the subscribers of `handle` (`centrals` nil: all of them); each takes a slot
+    /// of the client's budget, which `updatesHandedOver` gives back.
+    case update(session: UInt32, handle: ATTHandle, value: [UInt8], centrals: [UInt32]?)
+
+    // Daemon → client: one message per `PeripheralServiceEvents` event.
+
+    case published(session: UInt32, key: UInt32, result: Result<GATTServiceHandles, DaemonPublishError>)
+    case unpublished(session: UInt32, key: UInt32, error: DaemonUnpublishError?)
+    /// `isOn` false when advertising did not start or was stopped while starting.
+    case advertisingStarted(session: UInt32, error: DaemonAdvertisingError?, isOn: Bool)
+    case advertisingStopped(session: UInt32)
+    case centralConnected(session: UInt32, central: UInt32, peer: LEAddress, mtu: UInt16)
+    case centralMTU(session: UInt32, central: UInt32, mtu: UInt16)
+    /// The requests the central left unanswered are dropped.
+    case centralDisconnected(session: UInt32, central: UInt32, abandonedRequests: [UInt32])
+    case readRequest(session: UInt32, request: UInt32, central: UInt32, handle: ATTHandle, offset: UInt16)
+    /// `request` nil: a Write Command (answered already).
+    case writeRequest(session: UInt32, request: UInt32?, writes: [DaemonWrite])
+    case subscribed(session: UInt32, central: UInt32, handle: ATTHandle)
+    case unsubscribed(session: UInt32, central: UInt32, handle: ATTHandle)
+    /// This many `update`s left the daemon (sent, or dropped): their slots are free again.
+    case updatesHandedOver(session: UInt32, count: UInt32)
 
     /// The message's type on the wire. Client → daemon below 0x8000, daemon → client above.
     public enum Kind: UInt16, Sendable, CaseIterable {
@@ -135,9 +176,30 @@ public enum DaemonMessage: Sendable, Hashable {
         case notification = 0x8027
 
         // MARK: Restoration and connection events
-        case registerConnectionEvents = 0x0030
-        case restoreState = 0x8030
-        case connectionEvent = 0x8031
+        case registerConnectionEvents = 0x0040
+        case restoreState = 0x8040
+        case connectionEvent = 0x8041
+        // MARK: Peripheral role
+        case publish = 0x0030
+        case unpublish = 0x0031
+        case unpublishAll = 0x0032
+        case startAdvertising = 0x0033
+        case stopAdvertising = 0x0034
+        case setLatency = 0x0035
+        case answer = 0x0036
+        case update = 0x0037
+        case published = 0x8030
+        case unpublished = 0x8031
+        case advertisingStarted = 0x8032
+        case advertisingStopped = 0x8033
+        case centralConnected = 0x8034
+        case centralMTU = 0x8035
+        case centralDisconnected = 0x8036
+        case readRequest = 0x8037
+        case writeRequest = 0x8038
+        case subscribed = 0x8039
+        case unsubscribed = 0x803A
+        case updatesHandedOver = 0x803B
 
         /// Whether clients send it (else the daemon does).
         public var isFromClient: Bool { rawValue < 0x8000 }
@@ -186,6 +248,27 @@ public enum DaemonMessage: Sendable, Hashable {
         case .restoreState: .restoreState
         case .registerConnectionEvents: .registerConnectionEvents
         case .connectionEvent: .connectionEvent
+        // MARK: Peripheral role
+        case .publish: .publish
+        case .unpublish: .unpublish
+        case .unpublishAll: .unpublishAll
+        case .startAdvertising: .startAdvertising
+        case .stopAdvertising: .stopAdvertising
+        case .setLatency: .setLatency
+        case .answer: .answer
+        case .update: .update
+        case .published: .published
+        case .unpublished: .unpublished
+        case .advertisingStarted: .advertisingStarted
+        case .advertisingStopped: .advertisingStopped
+        case .centralConnected: .centralConnected
+        case .centralMTU: .centralMTU
+        case .centralDisconnected: .centralDisconnected
+        case .readRequest: .readRequest
+        case .writeRequest: .writeRequest
+        case .subscribed: .subscribed
+        case .unsubscribed: .unsubscribed
+        case .updatesHandedOver: .updatesHandedOver
         }
     }
 
@@ -264,6 +347,39 @@ public enum DaemonMessage: Sendable, Hashable {
         case .registerConnectionEvents(let session, let services, let peripherals):
             w.u32(session); w.optional(services) { $0.array($1) { $0.uuid($1) } }; w.optional(peripherals) { $0.array($1) { $0.leAddress($1) } }
         case .connectionEvent(let session, let peer, let connected): w.u32(session); w.leAddress(peer); w.bool(connected)
+        // MARK: Peripheral role
+        case .publish(let session, let key, let includedKeys, let service):
+            w.u32(session); w.u32(key); w.array(includedKeys) { $0.u32($1) }; w.gattService(service)
+        case .unpublish(let session, let key): w.u32(session); w.u32(key)
+        case .unpublishAll(let session), .stopAdvertising(let session), .advertisingStopped(let session): w.u32(session)
+        case .startAdvertising(let session, let advertisement): w.u32(session); w.advertisement(advertisement)
+        case .setLatency(let session, let central, let latency): w.u32(session); w.u32(central); w.u8(latency)
+        case .answer(let session, let request, let error, let value):
+            w.u32(session); w.u32(request); w.optional(error) { $0.u8($1) }; w.optional(value) { $0.blob($1) }
+        case .update(let session, let handle, let value, let centrals):
+            w.u32(session); w.handle(handle); w.blob(value); w.optional(centrals) { $0.array($1) { $0.u32($1) } }
+        case .published(let session, let key, let result):
+            w.u32(session); w.u32(key)
+            switch result {
+            case .success(let handles): w.u8(0); w.serviceHandles(handles)
+            case .failure(let error): w.u8(1); w.publishError(error)
+            }
+        case .unpublished(let session, let key, let error):
+            w.u32(session); w.u32(key); w.optional(error) { $0.unpublishError($1) }
+        case .advertisingStarted(let session, let error, let isOn):
+            w.u32(session); w.optional(error) { $0.advertisingError($1) }; w.bool(isOn)
+        case .centralConnected(let session, let central, let peer, let mtu):
+            w.u32(session); w.u32(central); w.leAddress(peer); w.u16(mtu)
+        case .centralMTU(let session, let central, let mtu): w.u32(session); w.u32(central); w.u16(mtu)
+        case .centralDisconnected(let session, let central, let abandoned):
+            w.u32(session); w.u32(central); w.array(abandoned) { $0.u32($1) }
+        case .readRequest(let session, let request, let central, let handle, let offset):
+            w.u32(session); w.u32(request); w.u32(central); w.handle(handle); w.u16(offset)
+        case .writeRequest(let session, let request, let writes):
+            w.u32(session); w.optional(request) { $0.u32($1) }; w.array(writes) { $0.write($1) }
+        case .subscribed(let session, let central, let handle), .unsubscribed(let session, let central, let handle):
+            w.u32(session); w.u32(central); w.handle(handle)
+        case .updatesHandedOver(let session, let count): w.u32(session); w.u32(count)
         }
     }
 
@@ -429,6 +545,69 @@ public enum DaemonMessage: Sendable, Hashable {
         case .connectionEvent:
             let session = try r.u32(), peer = try r.leAddress(), connected = try r.bool()
             return .connectionEvent(session: session, peer: peer, connected: connected)
+        // MARK: Peripheral role
+        case .publish:
+            let session = try r.u32(), key = try r.u32(), included = try r.array { try $0.u32() }, service = try r.gattService()
+            return .publish(session: session, key: key, includedKeys: included, service: service)
+        case .unpublish:
+            let session = try r.u32(), key = try r.u32()
+            return .unpublish(session: session, key: key)
+        case .unpublishAll: return .unpublishAll(session: try r.u32())
+        case .startAdvertising:
+            let session = try r.u32(), advertisement = try r.advertisement()
+            return .startAdvertising(session: session, advertisement: advertisement)
+        case .stopAdvertising: return .stopAdvertising(session: try r.u32())
+        case .setLatency:
+            let session = try r.u32(), central = try r.u32(), latency = try r.u8()
+            return .setLatency(session: session, central: central, latency: latency)
+        case .answer:
+            let session = try r.u32(), request = try r.u32(), error = try r.optional { try $0.u8() }
+            let value = try r.optional { try $0.blob() }
+            return .answer(session: session, request: request, error: error, value: value)
+        case .update:
+            let session = try r.u32(), handle = try r.handle(), value = try r.blob()
+            let centrals = try r.optional { try $0.array { try $0.u32() } }
+            return .update(session: session, handle: handle, value: value, centrals: centrals)
+        case .published:
+            let session = try r.u32(), key = try r.u32()
+            let result: Result<GATTServiceHandles, DaemonPublishError>
+            switch try r.u8() {
+            case 0: result = .success(try r.serviceHandles())
+            case 1: result = .failure(try r.publishError())
+            case let other: throw DecodeError("\(r.context): result \(other)")
+            }
+            return .published(session: session, key: key, result: result)
+        case .unpublished:
+            let session = try r.u32(), key = try r.u32(), error = try r.optional { try $0.unpublishError() }
+            return .unpublished(session: session, key: key, error: error)
+        case .advertisingStarted:
+            let session = try r.u32(), error = try r.optional { try $0.advertisingError() }, isOn = try r.bool()
+            return .advertisingStarted(session: session, error: error, isOn: isOn)
+        case .advertisingStopped: return .advertisingStopped(session: try r.u32())
+        case .centralConnected:
+            let session = try r.u32(), central = try r.u32(), peer = try r.leAddress(), mtu = try r.u16()
+            return .centralConnected(session: session, central: central, peer: peer, mtu: mtu)
+        case .centralMTU:
+            let session = try r.u32(), central = try r.u32(), mtu = try r.u16()
+            return .centralMTU(session: session, central: central, mtu: mtu)
+        case .centralDisconnected:
+            let session = try r.u32(), central = try r.u32(), abandoned = try r.array { try $0.u32() }
+            return .centralDisconnected(session: session, central: central, abandonedRequests: abandoned)
+        case .readRequest:
+            let session = try r.u32(), request = try r.u32(), central = try r.u32(), handle = try r.handle(), offset = try r.u16()
+            return .readRequest(session: session, request: request, central: central, handle: handle, offset: offset)
+        case .writeRequest:
+            let session = try r.u32(), request = try r.optional { try $0.u32() }, writes = try r.array { try $0.write() }
+            return .writeRequest(session: session, request: request, writes: writes)
+        case .subscribed:
+            let session = try r.u32(), central = try r.u32(), handle = try r.handle()
+            return .subscribed(session: session, central: central, handle: handle)
+        case .unsubscribed:
+            let session = try r.u32(), central = try r.u32(), handle = try r.handle()
+            return .unsubscribed(session: session, central: central, handle: handle)
+        case .updatesHandedOver:
+            let session = try r.u32(), count = try r.u32()
+            return .updatesHandedOver(session: session, count: count)
         }
     }
 }

@@ -79,6 +79,12 @@ public struct GATTValue: Hashable, Sendable {
     public static func stored(_ value: [UInt8]) -> GATTValue { GATTValue(source: .stored(value)) }
     /// Produced and consumed by the server's `onRead` / `onWrite` callbacks on every access.
     public static let dynamic = GATTValue(source: .dynamic)
+
+    /// The bytes of a stored value; nil for a dynamic one (what a daemon's wire carries).
+    public var storedBytes: [UInt8]? {
+        if case .stored(let bytes) = source { return bytes }
+        return nil
+    }
 }
 
 /// A descriptor to put in the database. The Characteristic Extended Properties and Client
@@ -179,6 +185,8 @@ public struct GATTService: Hashable, Sendable {
 /// Names a service while it is in the database; never reused by one server.
 public struct GATTServiceID: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: Int
+    /// A database's id as a daemon's wire carries it; only the database makes new ones.
+    public init(rawValue: Int) { self.rawValue = rawValue }
     public var description: String { "service #\(rawValue)" }
 }
 
@@ -191,6 +199,14 @@ public struct GATTCharacteristicHandles: Hashable, Sendable {
     public let clientConfiguration: ATTHandle?
     /// The caller's descriptors, in the order given.
     public let descriptors: [ATTHandle]
+
+    /// Handles as the database placed them (or as a daemon's wire carries them).
+    public init(declaration: ATTHandle, value: ATTHandle, clientConfiguration: ATTHandle?, descriptors: [ATTHandle]) {
+        self.declaration = declaration
+        self.value = value
+        self.clientConfiguration = clientConfiguration
+        self.descriptors = descriptors
+    }
 }
 
 /// Where a service landed in the database.
@@ -201,6 +217,14 @@ public struct GATTServiceHandles: Hashable, Sendable {
     public let includes: [ATTHandle]
     /// In the order the service listed them.
     public let characteristics: [GATTCharacteristicHandles]
+
+    /// Handles as the database placed them (or as a daemon's wire carries them).
+    public init(id: GATTServiceID, range: ClosedRange<ATTHandle>, includes: [ATTHandle], characteristics: [GATTCharacteristicHandles]) {
+        self.id = id
+        self.range = range
+        self.includes = includes
+        self.characteristics = characteristics
+    }
 }
 
 /// Why the database refused a change.

@@ -165,6 +165,12 @@ extension DaemonMessage {
              .done(let session, _, _), .rssi(let session, _, _, _), .notification(let session, _, _, _),
              .restoreState(let session, _, _, _), .connectionEvent(let session, _, _):
             session
+        // MARK: Peripheral role
+        case .published(let session, _, _), .unpublished(let session, _, _), .advertisingStarted(let session, _, _),
+             .advertisingStopped(let session), .centralConnected(let session, _, _, _), .centralMTU(let session, _, _),
+             .centralDisconnected(let session, _, _), .readRequest(let session, _, _, _, _), .writeRequest(let session, _, _),
+             .subscribed(let session, _, _), .unsubscribed(let session, _, _), .updatesHandedOver(let session, _):
+            session
         default:
             nil
         }

@@ -51,6 +51,13 @@ public struct PeripheralWrite: Sendable, Hashable {
     public let handle: ATTHandle
     public let offset: Int
     public let value: [UInt8]
+
+    public init(central: Int, handle: ATTHandle, offset: Int, value: [UInt8]) {
+        self.central = central
+        self.handle = handle
+        self.offset = offset
+        self.value = value
+    }
 }
 
 /// A value the API side accepted for its subscribers, on its way to the loop: the
@@ -115,6 +122,9 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     @exclusivity(unchecked) public weak var events: PeripheralServiceEvents?
     /// Logs what the service drops or refuses; nil logs nothing.
     @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// Hears how many accepted updates left the loop (sent or dropped) each time slots come
+    /// back: a daemon relays the count to its client, whose own inbox keeps the budget.
+    @exclusivity(unchecked) public var updatesReleased: ((Int) -> Void)?
     /// Answers pairing prompts on this client's connections; nil leaves them to the device's
     /// agent. Settable from any thread (the API sets it; the device reads it on its loop).
     public var pairingAgent: (any PairingAgent)? {
@@ -501,6 +511,20 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         }
     }
 
+    /// Answers every request still waiting with `error`, oldest first: the API side that would
+    /// have answered is gone (a daemon's client that left), and a central left without an answer
+    /// would lose its link to the ATT timeout.
+    public func answerPendingRequests(with error: ATTErrorCode) {
+        let pending = pendingAnswers.sorted { $0.key < $1.key }
+        pendingAnswers = [:]
+        for (_, answer) in pending {
+            switch answer {
+            case .read(_, let respond): respond(.failure(error))
+            case .write(_, let respond): respond(error)
+            }
+        }
+    }
+
     // MARK: - Subscriptions
 
     public func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
@@ -552,6 +576,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Returns slots to `acceptUpdate`; the readiness event follows when it was owed.
     private func release(_ count: Int) {
         guard count > 0 else { return }
+        updatesReleased?(count)
         guard inbox.withLock({ $0.release(count) }) else { return }
         events?.peripheralReadyToUpdateSubscribers(self)
     }

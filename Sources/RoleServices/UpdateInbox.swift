@@ -1,4 +1,4 @@
-/// The hand-off between `PeripheralService.acceptUpdate` (any thread, must not block on the
+/// The hand-off between `PeripheralService.acceptUpdate` (or a daemon client's `RemotePeripheralRole`) (any thread, must not block on the
 /// loop: `updateValue` on the API side) and the loop.
 ///
 /// A fixed budget of updates may be in flight: accepted by `updateValue` and not yet handed to
@@ -8,21 +8,21 @@
 /// own (empty) buffer, so neither side allocates per value once the buffers have grown.
 /// Slots come back as values leave the loop's FIFO; readiness is delivered once half the budget
 /// is free again, so an app refilling from `peripheralManagerIsReady` sends in batches.
-struct UpdateInbox {
-    static let budget = 512
+public struct UpdateInbox: Sendable {
+    public static let budget = 512
 
-    var pending: [PeripheralUpdate] = []
-    var available = UpdateInbox.budget
+    public private(set) var pending: [PeripheralUpdate] = []
+    public private(set) var available = UpdateInbox.budget
     var owesReadiness = false
     var drainRequested = false
 
     /// The buffers grow as updates come (and keep their capacity from then on, swapped back and
     /// forth): reserving the whole budget up front cost every peripheral manager 16 KiB, most of
     /// what a simulated fleet's idle device took.
-    init() {}
+    public init() {}
 
     /// Takes a slot and queues the value; `needsDrain` when the loop must be asked to drain.
-    mutating func accept(_ update: PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
+    public mutating func accept(_ update: PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
         guard available > 0 else {
             owesReadiness = true
             return (false, false)
@@ -35,13 +35,13 @@ struct UpdateInbox {
     }
 
     /// Hands the queued values to the loop (swapped into `buffer`, which must be empty).
-    mutating func take(into buffer: inout [PeripheralUpdate]) {
+    public mutating func take(into buffer: inout [PeripheralUpdate]) {
         swap(&pending, &buffer)
         drainRequested = false
     }
 
     /// Returns `count` slots; true when the readiness callback is due now.
-    mutating func release(_ count: Int) -> Bool {
+    public mutating func release(_ count: Int) -> Bool {
         available = min(Self.budget, available + count)
         guard owesReadiness, available >= Self.budget / 2 else { return false }
         owesReadiness = false
@@ -49,7 +49,7 @@ struct UpdateInbox {
     }
 
     /// Everything dropped (power off): a full budget, nothing owed.
-    mutating func reset() {
+    public mutating func reset() {
         pending.removeAll(keepingCapacity: true)
         available = Self.budget
         owesReadiness = false

@@ -213,10 +213,12 @@ struct DaemonClientTests {
         // The daemon's own messages are not the client's to send.
         #expect(throws: DaemonClientViolation.self) { try client.receive(.scanFailed(session: 1)) }
         #expect(client.isClosed)
-        // A peripheral session is answered, not served yet.
+        // A peripheral session is served, and takes only the peripheral role's calls.
         let (other, otherInbox) = try bench.client("peripheral app")
         try other.receive(.openPeripheral(session: 2, restoreIdentifier: nil))
-        if case .state(2, 2, _) = otherInbox.messages.last {} else { Issue.record("expected unsupported, got \(otherInbox.messages)") }
+        #expect(otherInbox.messages.last == .state(session: 2, state: 5, reason: nil))
+        #expect(throws: DaemonClientViolation.self) { try other.receive(.stopScan(session: 2)) }
+        #expect(other.isClosed)
         #expect(clientInbox.messages.count == 2)
     }
 }

@@ -99,7 +99,59 @@ struct DaemonProtocolTests {
         .registerConnectionEvents(session: 1, services: [heartRate], peripherals: [peer]),
         .connectionEvent(session: 1, peer: peer, connected: true),
         .connectionEvent(session: 1, peer: peer, connected: false),
+        // MARK: Peripheral role
+        .publish(session: 2, key: 1, includedKeys: [], service: publishedService),
+        .publish(session: 2, key: 2, includedKeys: [1, 7], service: GATTService(uuid: custom, isPrimary: false)),
+        .unpublish(session: 2, key: 1),
+        .unpublishAll(session: 2),
+        .startAdvertising(session: 2, advertisement: DaemonAdvertisement(name: "Thermomètre", serviceUUIDs: [heartRate, custom],
+                                                                          manufacturerData: [0x4C, 0x00, 0x02], raw: nil)),
+        .startAdvertising(session: 2, advertisement: DaemonAdvertisement(
+            name: nil, serviceUUIDs: [], manufacturerData: nil,
+            raw: DaemonAdvertisement.Raw(advertisement: [0x02, 0x01, 0x06], scanResponse: []))),
+        .stopAdvertising(session: 2),
+        .setLatency(session: 2, central: 40, latency: 1),
+        .answer(session: 2, request: 5, error: nil, value: [0x2A]),
+        .answer(session: 2, request: 6, error: 0x03, value: nil),
+        .update(session: 2, handle: 0x0012, value: [1, 2, 3], centrals: nil),
+        .update(session: 2, handle: 0x0012, value: [], centrals: [40, 41]),
+        .published(session: 2, key: 1, result: .success(GATTServiceHandles(
+            id: GATTServiceID(rawValue: 3), range: 0x0010...0x0016, includes: [],
+            characteristics: [GATTCharacteristicHandles(declaration: 0x0011, value: 0x0012, clientConfiguration: 0x0013, descriptors: [0x0014]),
+                              GATTCharacteristicHandles(declaration: 0x0015, value: 0x0016, clientConfiguration: nil, descriptors: [])]))),
+        .published(session: 2, key: 2, result: .failure(.alreadyPublished)),
+        .published(session: 2, key: 2, result: .failure(.includedServiceNotPublished(key: 7))),
+        .published(session: 2, key: 2, result: .failure(.database(.outOfHandles))),
+        .published(session: 2, key: 2, result: .failure(.database(.unknownIncludedService(GATTServiceID(rawValue: 9))))),
+        .published(session: 2, key: 2, result: .failure(.database(.notStored(0x0042)))),
+        .unpublished(session: 2, key: 1, error: nil),
+        .unpublished(session: 2, key: 1, error: .notPublished),
+        .unpublished(session: 2, key: 1, error: .included(byKey: 2)),
+        .unpublished(session: 2, key: 1, error: .database(.serviceIsIncluded(GATTServiceID(rawValue: 4)))),
+        .advertisingStarted(session: 2, error: nil, isOn: true),
+        .advertisingStarted(session: 2, error: .alreadyAdvertising, isOn: false),
+        .advertisingStarted(session: 2, error: .manufacturerDataDoesNotFit(byteCount: 40), isOn: false),
+        .advertisingStarted(session: 2, error: .refused("all 4 advertising sets of the controller are in use"), isOn: false),
+        .advertisingStopped(session: 2),
+        .centralConnected(session: 2, central: 40, peer: peer, mtu: 23),
+        .centralMTU(session: 2, central: 40, mtu: 247),
+        .centralDisconnected(session: 2, central: 40, abandonedRequests: [5, 6]),
+        .readRequest(session: 2, request: 5, central: 40, handle: 0x0012, offset: 22),
+        .writeRequest(session: 2, request: 6, writes: [DaemonWrite(central: 40, handle: 0x0012, offset: 0, value: [1]),
+                                                      DaemonWrite(central: 40, handle: 0x0016, offset: 18, value: [])]),
+        .writeRequest(session: 2, request: nil, writes: [DaemonWrite(central: 40, handle: 0x0012, offset: 0, value: [9])]),
+        .subscribed(session: 2, central: 40, handle: 0x0012),
+        .unsubscribed(session: 2, central: 40, handle: 0x0012),
+        .updatesHandedOver(session: 2, count: 256),
     ]
+
+    /// A service with a dynamic notifying value and a stored one with a descriptor.
+    static let publishedService = GATTService(uuid: heartRate, characteristics: [
+        GATTCharacteristic(uuid: BluetoothUUID(uuid16: 0x2A37), properties: [.read, .notify], permissions: [.readable], value: .dynamic,
+                           clientConfigurationPermissions: [.readable, .writeEncryptionRequired]),
+        GATTCharacteristic(uuid: BluetoothUUID(uuid16: 0x2A38), properties: [.read], extendedProperties: [.reliableWrite],
+                           permissions: [.readable], value: .stored([0x01]), descriptors: [.userDescription("chest")]),
+    ])
 
     @Test func samplesCoverEveryMessageType() {
         let covered = Set(Self.samples.map(\.kind))
@@ -129,7 +181,7 @@ struct DaemonProtocolTests {
     @Test func restoreStateAndConnectionEventBytes() {
         let restored = DaemonRestoredPeer(peer: Self.peer, isConnected: true, mtu: 185, services: [])
         #expect(DaemonMessage.restoreState(session: 1, peers: [restored], scan: nil, droppedNotifications: 2).encoded == [
-            0x30, 0x80, // restoreState
+            0x40, 0x80, // restoreState
             0x01, 0x00, 0x00, 0x00, // session
             0x01, 0x00, // one peer
             0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0, // random, address little-endian
@@ -140,7 +192,7 @@ struct DaemonProtocolTests {
             0x02, 0x00, 0x00, 0x00, // 2 notifications dropped
         ])
         #expect(DaemonMessage.connectionEvent(session: 1, peer: Self.peer, connected: false).encoded == [
-            0x31, 0x80, 0x01, 0x00, 0x00, 0x00, 0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0, 0x00,
+            0x41, 0x80, 0x01, 0x00, 0x00, 0x00, 0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0, 0x00,
         ])
     }
 
@@ -190,6 +242,28 @@ struct DaemonProtocolTests {
             0x14, 0x80, 0x01, 0x00, 0x00, 0x00,
             0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0,
             0x03, 0x13, 0x00, // the link, remote user terminated; not reconnecting
+        ])
+    }
+
+    @Test func publishBytes() {
+        let service = GATTService(uuid: Self.heartRate, characteristics: [
+            GATTCharacteristic(uuid: BluetoothUUID(uuid16: 0x2A38), properties: [.read], permissions: [.readable], value: .stored([0x01])),
+        ])
+        #expect(DaemonMessage.publish(session: 2, key: 1, includedKeys: [3], service: service).encoded == [
+            0x30, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, // publish, session 2, key 1
+            0x01, 0x00, 0x03, 0x00, 0x00, 0x00, // includes key 3
+            0x02, 0x0D, 0x18, 0x01, // 180D, primary
+            0x01, 0x00, // one characteristic
+            0x02, 0x38, 0x2A, 0x02, 0x00, 0x00, 0x01, // 2A38, read, no extended properties, readable
+            0x01, 0x01, 0x00, 0x00, 0x00, 0x01, // stored: 01
+            0x00, 0x00, // no descriptors
+            0x03, // CCCD readable and writeable
+        ])
+        #expect(DaemonMessage.writeRequest(session: 2, request: nil, writes: [
+            DaemonWrite(central: 5, handle: 0x0012, offset: 1, value: [0xAB]),
+        ]).encoded == [
+            0x38, 0x80, 0x02, 0x00, 0x00, 0x00, 0x00, // writeRequest, session 2, a command
+            0x01, 0x00, 0x05, 0x00, 0x00, 0x00, 0x12, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0xAB,
         ])
     }
 

@@ -29,6 +29,10 @@ struct CentralOptions: ParsableArguments {
 
     static func checkTransport(_ text: String?) throws {
         guard ToolContext.current.radio == nil else { return }
+        // `corebluetoothd`'s socket: the managers report an unreachable daemon themselves.
+        let chosen = (text ?? ProcessInfo.processInfo.environment[TransportSpec.environmentVariable])?
+            .trimmingCharacters(in: .whitespaces)
+        if let chosen, chosen == "daemon" || chosen.hasPrefix("daemon:") { return }
         let spec: TransportSpec
         do {
             spec = try text.map(TransportSpec.init(parsing:)) ?? TransportSpec.fromEnvironment()

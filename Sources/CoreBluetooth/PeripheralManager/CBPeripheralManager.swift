@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import HostDevice
 import HostStack
+import RemoteRoles
 import RoleServices
 import SMP
 
@@ -16,9 +17,12 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// (values) into objects and delegate calls.
     private let service = PeripheralService()
     private let events = PeripheralEvents()
-    /// What the API calls: the role-service boundary (the in-process service here; its life
-    /// on the device stays with `service`).
-    private var role: any PeripheralRole { service }
+    /// The peripheral role on `corebluetoothd` instead, when the manager's transport names it:
+    /// set once in init, before the manager is shared.
+    private var remoteRole: RemotePeripheralRole?
+    /// What the API calls: the role-service boundary (the in-process service, whose life on
+    /// the device stays with `service`, or the daemon's).
+    private var role: any PeripheralRole { remoteRole ?? service }
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     private var taps = EventTaps<CBPeripheralManagerDelegate>()
 
@@ -46,7 +50,31 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         events.manager = self
         service.events = events
         service.log = StackLog.sink
+        if let remote {
+            let role = RemotePeripheralRole(host: remote)
+            role.events = events
+            remoteRole = role
+        }
         startDevice()
+    }
+
+    deinit {
+        // The daemon ends the session: its services leave the database, its advertising stops.
+        if let remoteRole, let remote { remote.loop.execute { remoteRole.close() } }
+    }
+
+    override func startRemote(_ remote: DaemonSessionHost) {
+        guard let remoteRole else { return }
+        let events = self.events
+        remote.loop.execute { [weak self] in
+            remoteRole.open { state, reason in
+                guard let self else { return }
+                // What the device's stop does in the process (the daemon dropped the
+                // session's services, advertising and centrals).
+                if state != CBManagerState.poweredOn.rawValue { events.deviceDidStop() }
+                self.deliverRemoteState(Int(state), reason: reason)
+            }
+        }
     }
 
     override func stateDidChange() {
@@ -81,9 +109,9 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// Runs `body` on the device's loop with the peripheral role service and the API side's
     /// events, if the device is on.
     private func onService(_ body: @escaping @Sendable (any PeripheralRole, PeripheralEvents) -> Void) {
-        guard let device else { return }
+        guard let loop = roleLoop else { return }
         let (role, events) = (self.role, self.events)
-        device.loop.execute { if role.isOn { body(role, events) } }
+        loop.execute { if role.isOn { body(role, events) } }
     }
 
     /// On the delegate queue (nothing if the manager is gone): runs `update`, then calls the
@@ -246,13 +274,13 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// follows once there is room. Callable from any thread; never waits for the stack.
     open func updateValue(_ value: Data, for characteristic: CBMutableCharacteristic,
                           onSubscribedCentrals centrals: [CBCentral]?) -> Bool {
-        guard requirePoweredOn("updateValue(_:for:onSubscribedCentrals:)"), let device else { return false }
+        guard requirePoweredOn("updateValue(_:for:onSubscribedCentrals:)"), let loop = roleLoop else { return false }
         // Resolved here, so that only values cross to the loop (0: not published).
         let handle = ATTHandle(synchronized { characteristic.valueHandle })
         let role = self.role
         let (accepted, needsDrain) = role.acceptUpdate(PeripheralUpdate(handle: handle, value: value,
                                                                         centrals: centrals?.map(\.centralID)))
-        if needsDrain { device.loop.execute { role.drainInbox() } }
+        if needsDrain { loop.execute { role.drainInbox() } }
         return accepted
     }
 
@@ -277,6 +305,12 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     }
 
     private func publishChannel(psm: CBL2CAPPSM?, encryptionRequired: Bool) {
+        if remoteRole != nil {
+            // Channels cross corebluetoothd in a later version of its protocol (docs/daemon.md).
+            let error = CBError(.operationNotSupported, description: "L2CAP channels do not go through corebluetoothd yet.")
+            deliver { manager, delegate in delegate.peripheralManager(manager, didPublishL2CAPChannel: psm ?? 0, error: error) }
+            return
+        }
         onService { [weak self] service, _ in
             service.publishChannel(psm: psm, requiresEncryption: encryptionRequired) { result in
                 self?.deliver { manager, delegate in

@@ -69,15 +69,20 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     /// hands the service to the role service under a new key.
     func publish(_ blueprint: ServiceBlueprint, on roleService: any PeripheralRole) {
         let service = blueprint.service
-        guard keysByService[ObjectIdentifier(service)] == nil else {
+        guard keysByService[ObjectIdentifier(service)] == nil, !publishing.values.contains(where: { $0.service === service }) else {
             return fail(service, ServiceBlueprint.invalid("service \(service.uuid) is already published"))
         }
-        for characteristic in blueprint.characteristics where handlesByCharacteristic[ObjectIdentifier(characteristic)] != nil {
+        let pendingCharacteristics = publishing.values.flatMap(\.characteristics)
+        for characteristic in blueprint.characteristics
+        where handlesByCharacteristic[ObjectIdentifier(characteristic)] != nil || pendingCharacteristics.contains(where: { $0 === characteristic }) {
             return fail(service, ServiceBlueprint.invalid("characteristic \(characteristic.uuid) already belongs to a published service"))
         }
         var included: [Int] = []
         for other in blueprint.includedServices {
-            guard let key = keysByService[ObjectIdentifier(other)] else {
+            // A service handed over and not answered yet counts: a daemon's role answers
+            // later, and publishes in order (it fails this one if that one failed).
+            let pending = publishing.first { $0.value.service === other }?.key
+            guard let key = keysByService[ObjectIdentifier(other)] ?? pending else {
                 return fail(service, ServiceBlueprint.invalid("service \(service.uuid) includes service \(other.uuid), which is not published; add it first"))
             }
             included.append(key)
