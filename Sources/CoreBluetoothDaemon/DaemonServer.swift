@@ -2,7 +2,7 @@ import DaemonProtocol
 import Foundation
 import Glibc
 import HostDevice
-import Synchronization
+import Scheduling
 
 /// Who is at the other end of a client's socket, as the kernel says (`SO_PEERCRED`), never as
 /// the client says: the user keys what a client may see.
@@ -36,7 +36,7 @@ public final class DaemonServer: Sendable {
     private let listenFD: Int32
     private let device: HostDevice
     private let log: (@Sendable (String) -> Void)?
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let stopped = DispatchSemaphore(value: 0)
 
     private struct State {
