@@ -222,7 +222,7 @@ let package = Package(
         .testTarget(name: "CoreBluetoothAsyncTests", dependencies: ["CoreBluetoothAsync", "CoreBluetooth", "Scheduling"]),
         // cbtool in-process (demo, specs, argument errors) and as processes sharing a radio.
         // The lint's samples are read as files, never compiled.
-        .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint"], exclude: ["LintSamples"]),
+        .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint", "TestTools"], exclude: ["LintSamples"]),
         // The example apps end to end, both sides on a virtual radio.
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "AsyncExampleApps", "CoreBluetooth", "TestTools"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
