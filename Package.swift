@@ -111,7 +111,7 @@ let package = Package(
         ]),
         // corebluetoothd's wire protocol (docs/daemon.md): the role-service boundary's calls and
         // events as versioned, length-prefixed messages; one encoder and one decoder each.
-        .target(name: "DaemonProtocol", dependencies: ["ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT"]),
+        .target(name: "DaemonProtocol", dependencies: ["ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT", "Scheduling"]),
         // corebluetoothd's side of the protocol: a client's sessions (one role service each)
         // on the daemon's host device, messages in and out.
         .target(name: "CoreBluetoothDaemon", dependencies: [
@@ -146,7 +146,7 @@ let package = Package(
         ]),
         // Linux extension: async/await and AsyncSequence over the same managers and objects,
         // hearing their delegate events through an event tap (the app keeps its delegate).
-        .target(name: "CoreBluetoothAsync", dependencies: ["CoreBluetooth"]),
+        .target(name: "CoreBluetoothAsync", dependencies: ["CoreBluetooth", "Scheduling"]),
 
         // `cbtool lint`: near misses of Core Bluetooth delegate requirements (no `@objc optional`
         // on Linux, so a misspelt optional method compiles and is never called).
@@ -222,10 +222,10 @@ let package = Package(
             "VirtualController", "L2CAP", "HostStack", "ATT", "GATT", "GAP", "TestSupport",
         ]),
         // The async extension against peripheral managers on private radios.
-        .testTarget(name: "CoreBluetoothAsyncTests", dependencies: ["CoreBluetoothAsync", "CoreBluetooth"]),
+        .testTarget(name: "CoreBluetoothAsyncTests", dependencies: ["CoreBluetoothAsync", "CoreBluetooth", "Scheduling"]),
         // cbtool in-process (demo, specs, argument errors) and as processes sharing a radio.
         // The lint's samples are read as files, never compiled.
-        .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint"], exclude: ["LintSamples"]),
+        .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint", "TestTools"], exclude: ["LintSamples"]),
         // The example apps end to end, both sides on a virtual radio.
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "AsyncExampleApps", "CoreBluetooth", "TestTools"]),
         .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import HCI
-import Synchronization
+import Scheduling
 
 #if canImport(Glibc)
 import Glibc
@@ -90,7 +90,7 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
     private let seenGranularity: TimeInterval
     private let now: @Sendable () -> Date
     private let log: (@Sendable (String) -> Void)?
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Where writes happen, one at a time; none for a store in memory. Internal for tests,
     /// which hold it to see changes coalesce.
     let writer: DispatchQueue?

@@ -1,6 +1,6 @@
 import CoreBluetooth
 import Foundation
-import Synchronization
+import Scheduling
 
 extension CBCentralManager {
     /// **Linux extension.** The manager's state now, then each change: what
@@ -27,7 +27,7 @@ extension CBCentralManager {
     {
         let options = ScanOptions(options)
         return CBEventSequence { [self] continuation in
-            let started = Mutex(false)
+            let started = Locked(false)
             let scanIfOn: @Sendable (CBManagerState) -> Void = { [self] state in
                 switch state {
                 case .poweredOn:

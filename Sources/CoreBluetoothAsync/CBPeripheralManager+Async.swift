@@ -1,6 +1,6 @@
 import CoreBluetooth
 import Foundation
-import Synchronization
+import Scheduling
 
 /// **Linux extension.** What a central asked of a peripheral manager's services: the
 /// delegate's requests and subscription changes, as one value. Answer reads and writes with
@@ -126,8 +126,8 @@ extension CBPeripheralManager {
         // Whichever comes first, the answer or the cancellation, decides; a cancelled wait
         // leaves its tap on until the answer, to remove a service added after all.
         enum Race { case waiting, answered, cancelled }
-        let race = Mutex(Race.waiting)
-        let token = Mutex<CBEventTapToken?>(nil)
+        let race = Locked(Race.waiting)
+        let token = Locked<CBEventTapToken?>(nil)
         let outcome = Outcome<Void>()
         let tap = PeripheralManagerTap { [self] event in
             let result: Result<Void, any Error>
@@ -175,7 +175,7 @@ extension CBPeripheralManager {
     /// after it was on, as the published services are gone then.
     public var requests: CBEventSequence<CBPeripheralManagerRequest> {
         CBEventSequence { [self] continuation in
-            let wasOn = Mutex(state == .poweredOn)
+            let wasOn = Locked(state == .poweredOn)
             let token = addEventTap(PeripheralManagerTap { event in
                 switch event {
                 case .request(let request):

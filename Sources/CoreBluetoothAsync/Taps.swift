@@ -1,6 +1,6 @@
 import CoreBluetooth
 import Foundation
-import Synchronization
+import Scheduling
 
 /// A central manager's delegate events, as values the async layer can hand across threads.
 enum CentralEvent: Sendable {
@@ -136,7 +136,7 @@ final class Outcome<Value: Sendable>: Sendable {
         case done(Result<Value, any Error>)
     }
 
-    private let state = Mutex<State>(.waiting(nil))
+    private let state = Locked<State>(.waiting(nil))
 
     func finish(_ result: Result<Value, any Error>) {
         let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in

@@ -2,7 +2,7 @@ import DaemonProtocol
 import Foundation
 import Glibc
 import HostDevice
-import Synchronization
+import Scheduling
 
 /// Who is at the other end of a client's socket, as the kernel says (`SO_PEERCRED`), never as
 /// the client says: the user keys what a client may see.
@@ -40,7 +40,7 @@ public final class DaemonServer: Sendable {
     /// Connection events, for every client (touched on the device's loop only).
     private let connectionEvents = DaemonConnectionEvents()
     private let log: (@Sendable (String) -> Void)?
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let stopped = DispatchSemaphore(value: 0)
 
     private struct State {

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Synchronization
+import Scheduling
 
 /// Where a client finds the daemon, and where the daemon listens when told no path
 /// (docs/daemon.md, "Sockets").
@@ -39,7 +39,7 @@ public final class FramedSocket: @unchecked Sendable {
     private let onMessage: @Sendable (DaemonMessage) -> Void
     private let onClose: @Sendable (String) -> Void
     private let outboxLimit: Int?
-    private let outbox = Mutex(Outbox())
+    private let outbox = Locked(Outbox())
     private let ready = DispatchSemaphore(value: 0)
 
     private struct Outbox {

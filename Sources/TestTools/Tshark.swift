@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Scheduling
 
 /// What tshark made of a capture.
 public struct TsharkResult: Sendable {
@@ -139,7 +139,7 @@ public enum Tshark {
 }
 
 private final class ErrorText: Sendable {
-    private let data = Mutex(Data())
+    private let data = Locked(Data())
     func set(_ value: Data) { data.withLock { $0 = value } }
     var text: String { data.withLock { String(decoding: $0, as: UTF8.self) } }
 }

@@ -1,7 +1,6 @@
 import HCI
 import HCITransport
 import Scheduling
-import Synchronization
 
 /// Two connected transport ends in one process: a host opens one, a controller the other.
 /// A packet sent on one end is delivered to the other end's sink on that end's loop, after the
@@ -29,7 +28,7 @@ public final class InProcessHCILink: Sendable {
             /// needs a closure of its own per packet.
             var arrived = RingBuffer<HCIPacket>()
         }
-        let state = Mutex(State())
+        let state = Locked(State())
         /// `state.sink`, which is never cleared once set, in a box of its own for the delivery
         /// jobs: a sink is typically weakly referenced too, and retaining such an object goes
         /// through its side table, once per packet; the box is retained instead and its `let`

@@ -1,10 +1,11 @@
 import Foundation
+import TestTools
 import Testing
 
 /// The built `cbtool` as separate processes sharing one virtual radio over a Unix socket.
 /// Everything is bounded in wall time; children are killed when the test ends.
 @Suite(.serialized) struct MultiProcessTests {
-    static let binary = Repository.root.appendingPathComponent(".build/debug/cbtool").path
+    static let binary = BuiltProducts.path("cbtool", fallback: Repository.root.appendingPathComponent(".build/debug/cbtool"))
 
     @Test func scanInOneProcessSeesSimulateInAnother() throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first: \(Self.binary)")

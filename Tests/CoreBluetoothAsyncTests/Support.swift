@@ -1,6 +1,6 @@
 import CoreBluetooth
 import Foundation
-import Synchronization
+import Scheduling
 
 /// Labels of things that happened, and tasks waiting for one to happen (no sleeping, no
 /// polling: each append wakes the waiters whose label arrived).
@@ -12,7 +12,7 @@ final class Happenings: Sendable {
         func count(_ label: String) -> Int { seen.count { $0 == label } }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var all: [String] { state.withLock { $0.seen } }
 
@@ -52,10 +52,10 @@ final class TestPeripheral: NSObject, CBPeripheralManagerDelegate, Sendable {
     static let readValue = Data("hello async".utf8)
 
     let happenings = Happenings()
-    let writes = Mutex<[Data]>([])
-    let holdReads = Mutex(false)
+    let writes = Locked<[Data]>([])
+    let holdReads = Locked(false)
     let notifyingCharacteristic = CBMutableCharacteristic(type: notifying, properties: [.notify], value: nil, permissions: [])
-    private let manager = Mutex<CBPeripheralManager?>(nil)
+    private let manager = Locked<CBPeripheralManager?>(nil)
 
     func start(on radio: CBVirtualRadio) {
         let made = CBVirtualRadio.withCurrent(radio) {

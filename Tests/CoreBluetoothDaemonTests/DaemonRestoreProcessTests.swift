@@ -73,10 +73,11 @@ private final class NotifyingPeripheral: NSObject, CBPeripheralManagerDelegate, 
 /// that is killed with SIGKILL and started again.
 @Suite("corebluetoothd: restoration across processes")
 struct DaemonRestoreProcessTests {
+    /// Beside the test binary (so a sanitized run starts sanitized children), else `.build/debug`.
     static let products = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent(".build/debug")
-    static let daemonBinary = products.appendingPathComponent("corebluetoothd").path
-    static let probeBinary = products.appendingPathComponent("RestoreProbe").path
+    static let daemonBinary = BuiltProducts.path("corebluetoothd", fallback: products.appendingPathComponent("corebluetoothd"))
+    static let probeBinary = BuiltProducts.path("RestoreProbe", fallback: products.appendingPathComponent("RestoreProbe"))
 
     private func launch(_ binary: String, _ arguments: [String], output: ChildOutput, errors: ChildOutput? = nil) throws -> Process {
         let process = Process()

@@ -243,8 +243,10 @@ struct DaemonTransportTests {
 /// The built `corebluetoothd` as a child process.
 @Suite("corebluetoothd: the executable")
 struct DaemonProcessTests {
-    static let binary = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent(".build/debug/corebluetoothd").path
+    static let binary = BuiltProducts.path(
+        "corebluetoothd",
+        fallback: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/debug/corebluetoothd"))
 
     @Test func aCentralInThisProcessUsesTheDaemonProcessAndHearsItGo() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary), "run `swift build` first: \(Self.binary)")

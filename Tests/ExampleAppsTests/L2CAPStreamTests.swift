@@ -19,7 +19,8 @@ import Testing
             try? FileManager.default.removeItem(atPath: centralCapture)
         }
         let process = Process()
-        process.executableURL = Self.root.appendingPathComponent(".build/debug/L2CAPStream")
+        process.executableURL = URL(
+            fileURLWithPath: BuiltProducts.path("L2CAPStream", fallback: Self.root.appendingPathComponent(".build/debug/L2CAPStream")))
         process.arguments = ["--bytes", "65536"]
         var environment = ProcessInfo.processInfo.environment
         environment["CB_SNOOP"] = capture

@@ -5,7 +5,6 @@ import HCI
 import HCIDriver
 import HCITransport
 import Scheduling
-import Synchronization
 import VirtualController
 
 /// Starts the controller a transport string names and prints what it says about itself; can
@@ -101,7 +100,7 @@ struct HCIInfoCommand: ParsableCommand {
 /// Prints advertising reports, legacy or extended (some controllers answer a legacy scan with
 /// extended reports).
 final class ReportPrinter: HCIDriverDelegate, @unchecked Sendable {
-    let count = Mutex(0)
+    let count = Locked(0)
 
     func didReceiveEvent(_ event: HCIEvent) {
         switch event {
