@@ -53,12 +53,14 @@ extension HCIDriver {
             step(ReadLocalSupportedFeatures(), required: false) { r in info.lmpFeatures = r.lmpFeatures },
             step(ReadBDADDR(), required: false) { r in info.address = r.bdAddr },
             step(SetEventMask(eventMask: configuration.eventMask), required: false) { _ in },
-            { [unowned self] done in
+            { [weak self] done in
+                guard let self else { return done(.transportClosed(nil)) }
                 guard info.supportedCommands.supports(.setEventMaskPage2) else { return done(nil) }
                 step(SetEventMaskPage2(eventMaskPage2: configuration.eventMaskPage2), required: false) { _ in }(done)
             },
             step(LESetEventMask(leEventMask: configuration.leEventMask), required: false) { _ in },
-            { [unowned self] done in
+            { [weak self] done in
+                guard let self else { return done(.transportClosed(nil)) }
                 readBufferSizes(useV2: info.supportedCommands.supports(.leReadBufferSizeV2)) { result in
                     switch result {
                     case .success(let sizes):
@@ -70,7 +72,8 @@ extension HCIDriver {
                 }
             },
             step(LEReadLocalSupportedFeatures(), required: false) { r in info.leFeatures = r.features },
-            { [unowned self] done in
+            { [weak self] done in
+                guard let self else { return done(.transportClosed(nil)) }
                 guard info.supportedCommands.supports(.leReadMaximumDataLength) else { return done(nil) }
                 step(LEReadMaximumDataLength(), required: false) { r in
                     info.maxDataLength = LEMaximumDataLength(
@@ -79,7 +82,9 @@ extension HCIDriver {
                 }(done)
             },
         ]
-        runSteps(steps[...]) { [unowned self] error in
+        runSteps(steps[...]) { [weak self] error in
+            // A driver released while starting answers nothing more: its owner went.
+            guard let self else { return completion(.failure(error ?? .transportClosed(nil))) }
             if let error {
                 logger.log(.error, "controller start failed: \(error)")
                 // A half-initialised controller is of no use: close, so the failure is final.
@@ -102,8 +107,9 @@ extension HCIDriver {
 
     private func runSteps(_ steps: ArraySlice<StartupStep>, completion: @escaping (HCIError?) -> Void) {
         guard let first = steps.first else { return completion(nil) }
-        first { [unowned self] error in
+        first { [weak self] error in
             if let error { return completion(error) }
+            guard let self else { return completion(.transportClosed(nil)) }
             runSteps(steps.dropFirst(), completion: completion)
         }
     }
@@ -112,8 +118,10 @@ extension HCIDriver {
     /// is logged and skipped.
     private func step<C: HCICommand>(_ command: C, required: Bool,
                                      apply: @escaping (C.ReturnParameters) -> Void) -> StartupStep {
-        { [unowned self] done in
-            send(command) { [unowned self] result in
+        { [weak self] done in
+            guard let self else { return done(.transportClosed(nil)) }
+            send(command) { [weak self] result in
+                guard let self else { return done(.transportClosed(nil)) }
                 switch result {
                 case .success(let parameters):
                     apply(parameters)
@@ -137,8 +145,9 @@ extension HCIDriver {
     /// shared BR/EDR buffers when LE has none of its own (Vol 4 Part E §7.8.2).
     private func readBufferSizes(useV2: Bool,
                                  completion: @escaping (Result<(Int, Int, Bool), HCIError>) -> Void) {
-        let useLE: (Int, Int) -> Void = { [unowned self] length, count in
+        let useLE: (Int, Int) -> Void = { [weak self] length, count in
             if length > 0 && count > 0 { return completion(.success((length, count, false))) }
+            guard let self else { return completion(.failure(.transportClosed(nil))) }
             send(ReadBufferSize()) { result in
                 completion(result.flatMap { r in
                     guard r.aclDataPacketLength > 0, r.totalNumACLDataPackets > 0 else {
@@ -148,8 +157,9 @@ extension HCIDriver {
                 })
             }
         }
-        let readV1 = { [unowned self] in
-            send(LEReadBufferSizeV1()) { result in
+        let readV1 = { [weak self] in
+            guard let self else { return completion(.failure(.transportClosed(nil))) }
+            self.send(LEReadBufferSizeV1()) { result in
                 switch result {
                 case .success(let r): useLE(Int(r.leACLDataPacketLength), Int(r.totalNumLEACLDataPackets))
                 case .failure(let error): completion(.failure(error))
@@ -157,7 +167,8 @@ extension HCIDriver {
             }
         }
         guard useV2 else { return readV1() }
-        send(LEReadBufferSizeV2()) { [unowned self] result in
+        send(LEReadBufferSizeV2()) { [weak self] result in
+            guard let self else { return completion(.failure(.transportClosed(nil))) }
             switch result {
             case .success(let r):
                 useLE(Int(r.leACLDataPacketLength), Int(r.totalNumLEACLDataPackets))

@@ -143,9 +143,9 @@ public final class L2CAPLink: @unchecked Sendable {
         // The fixed channels every LE-U link has.
         att = L2CAPFixedChannel(channelID: L2CAPChannelID.att, link: self)
         signaling = L2CAPFixedChannel(channelID: L2CAPChannelID.leSignaling, link: self)
-        signaling.onReceive = { [unowned self] payload in receiveSignaling(payload) }
+        signaling.onReceive = { [weak self] payload in self?.receiveSignaling(payload) }
         securityManager = L2CAPFixedChannel(channelID: L2CAPChannelID.securityManager, link: self)
-        securityManager.onReceive = { [unowned self] sdu in refusePairing(sdu) }
+        securityManager.onReceive = { [weak self] sdu in self?.refusePairing(sdu) }
     }
 
     // MARK: Channels
