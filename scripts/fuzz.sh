@@ -44,7 +44,7 @@ fi
 for target in "${targets[@]}"; do
     [ -f "Fuzz/Targets/$target.swift" ] || { echo "fuzz: no target $target in Fuzz/Targets" >&2; exit 2; }
 done
-modules=$(cat Fuzz/Targets/*.swift 2>/dev/null | sed -n 's/^\(@testable \)\{0,1\}import \([A-Za-z]*\)$/\2/p' \
+modules=$(cat Fuzz/Targets/*.swift 2>/dev/null | sed -n 's/^\(@testable \)\{0,1\}import \([A-Za-z0-9_]*\)$/\2/p' \
     | grep -vx Foundation | sort -u)
 [ -n "$modules" ] || { echo "fuzz: no harness in Fuzz/Targets" >&2; exit 2; }
 start=$(date +%s)
