@@ -31,8 +31,8 @@ final class CallbackQueue: @unchecked Sendable {
         let body: @Sendable () -> Void
     }
 
-    /// Before this moment no block goes on the queue (guarded by `lock`; nil once passed): set
-    /// when the manager was made on another thread than its delegate queue's.
+    /// Before this moment the first block does not run (guarded by `lock`; nil once that block
+    /// is queued): set when the manager was made on another thread than its delegate queue's.
     @exclusivity(unchecked) private var firstBlockNotBefore: DispatchTime?
 
     /// How long a manager made off its delegate queue keeps its first callback back.
@@ -80,20 +80,20 @@ final class CallbackQueue: @unchecked Sendable {
             return
         }
         blockQueued = true
+        // Only the first block waits: later ones queue behind it (no block is queued while
+        // one waits), so the hold-back is taken here, under the lock already held.
+        let notBefore = firstBlockNotBefore
+        firstBlockNotBefore = nil
         lock.unlock()
         clock.holdClock()
         if clock.inLoop {
-            clock.atEndOfBurst { [self] in enqueueBlock() }
+            clock.atEndOfBurst { [self] in enqueueBlock(notBefore: notBefore) }
         } else {
-            enqueueBlock()
+            enqueueBlock(notBefore: notBefore)
         }
     }
 
-    private func enqueueBlock() {
-        lock.lock()
-        let notBefore = firstBlockNotBefore
-        if let notBefore, notBefore <= .now() { firstBlockNotBefore = nil }
-        lock.unlock()
+    private func enqueueBlock(notBefore: DispatchTime?) {
         if let notBefore, notBefore > .now() {
             queue.asyncAfter(deadline: notBefore) { [self] in runWaiting() }
         } else {
