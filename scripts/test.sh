@@ -34,6 +34,11 @@ fi
 # tests here, prints "Executed 0 tests" first).
 total=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+')
 failed=$(grep -cE '^✘ Test .*(failed|with [0-9]+ test cases failed)' "$log")
+# The failures again, at the end, where a reader of CI's last lines sees them.
+if [ "$failed" -gt 0 ]; then
+    echo "== failed:"
+    grep -E '^✘ Test .*(failed|recorded an issue)' "$log" | grep -vE '^✘ Test run with' | cut -c1-400
+fi
 rm -f "$log"
 if [ -n "$total" ]; then
     echo "swift-testing: $((total - failed)) passed, $failed failed"
