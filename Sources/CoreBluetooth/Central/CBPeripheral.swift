@@ -28,6 +28,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// turns false; returned as the link takes them.
     @exclusivity(unchecked) var writeBudget = CBPeripheral.writeBudgetLimit
     @exclusivity(unchecked) var owesWriteReadiness = false
+    /// Delegate callbacks of procedures the link's loss ended, waiting for the disconnection's
+    /// error (``failOnDisconnection(_:)``).
+    @exclusivity(unchecked) private var endedByDisconnection: [@Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void] = []
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     @exclusivity(unchecked) private var taps = EventTaps<CBPeripheralDelegate>()
 
@@ -183,10 +186,44 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             apply(value)
             deliver { peripheral, delegate in callback(peripheral, delegate, nil) }
         case .failure(let failure):
-            guard let error = StackErrors.error(failure) else { return }
-            deliver { peripheral, delegate in callback(peripheral, delegate, error) }
+            fail(failure) { peripheral, delegate, error in callback(peripheral, delegate, error) }
         }
     }
+
+    /// A procedure's failure, to its delegate callback: Apple's error at once; for the link's
+    /// loss, ``failOnDisconnection(_:)``.
+    private func fail(_ failure: GATTClientError,
+                      _ callback: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void) {
+        if failure == .disconnected { return failOnDisconnection(callback) }
+        guard let error = StackErrors.error(failure) else { return }
+        deliver { peripheral, delegate in callback(peripheral, delegate, error) }
+    }
+
+    /// On the loop: a procedure the link's loss ended. Its callback waits for the disconnection
+    /// to be known, then fires once with that disconnection's error, just before
+    /// `didDisconnectPeripheral` (``failProceduresEndedByDisconnection(with:)``), so that every
+    /// call the app made gets its answer and nothing follows `didDisconnectPeripheral`, as
+    /// Apple's header promises. One ended after the app heard of the disconnection (the
+    /// peripheral is no longer connected) gets nothing.
+    func failOnDisconnection(_ callback: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void) {
+        synchronized {
+            guard linkStateStorage == .connected || linkStateStorage == .disconnecting else { return }
+            endedByDisconnection.append(callback)
+        }
+    }
+
+    /// On the loop, as the disconnection is reported (before `didDisconnectPeripheral` or the
+    /// manager's state change is queued): the procedures the link's loss ended hear `error`.
+    func failProceduresEndedByDisconnection(with error: any Error) {
+        let ended = synchronized { () -> [@Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void] in
+            defer { endedByDisconnection = [] }
+            return endedByDisconnection
+        }
+        for callback in ended { deliver { peripheral, delegate in callback(peripheral, delegate, error) } }
+    }
+
+    /// How many procedures wait for the disconnection's error (tests).
+    package var proceduresEndedByDisconnection: Int { synchronized { endedByDisconnection.count } }
 
     // MARK: - Services
 
@@ -358,8 +395,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 for observer in observers { observer.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
             }
         case .failure(let error):
-            guard let error = StackErrors.error(error) else { return }
-            deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
+            fail(error) { peripheral, delegate, error in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
         }
     }
 
@@ -436,8 +472,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                         delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: nil)
                     }
                 case .failure(let failure):
-                    guard let error = StackErrors.error(failure) else { return }
-                    self.deliver { peripheral, delegate in
+                    self.fail(failure) { peripheral, delegate, error in
                         delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
                     }
                 }
@@ -499,8 +534,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                         delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: nil)
                     }
                 case .failure(let failure):
-                    guard let error = StackErrors.error(failure) else { return }
-                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: error) }
+                    self.fail(failure) { peripheral, delegate, error in
+                        delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: error)
+                    }
                 }
             }
         }
@@ -570,6 +606,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 case .success(let roleChannel):
                     let channel = ChannelBridge.makeChannel(roleChannel, peer: self, loop: loop)
                     self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: channel, error: nil) }
+                case .failure(.disconnected), .failure(.security(.disconnected)):
+                    self.failOnDisconnection { peripheral, delegate, error in delegate.peripheral(peripheral, didOpen: nil, error: error) }
                 case .failure(let failure):
                     let error = CBL2CAPChannel.openError(failure)
                     self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: nil, error: error) }
