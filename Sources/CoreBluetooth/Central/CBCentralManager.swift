@@ -213,8 +213,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         for peripheral in livePeripherals() {
             // The controller went away (powered off, reset, its transport closed): what was
             // under way on its links fails before the state change is heard.
-            peripheral.failProceduresEndedByDisconnection(with: Self.disconnectedError)
             peripheral.linkClosed()
+            peripheral.failPendingCalls(with: Self.disconnectedError)
         }
     }
 
@@ -474,10 +474,10 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// The connection ended; with `isReconnecting` (auto-reconnect) the peripheral is being
     /// connected again and stays `.connecting` until `didConnect`.
     func didDisconnect(_ peripheral: CBPeripheral, error: CBError?, isReconnecting: Bool = false) {
-        // What the link's loss ended answers first, with the disconnection's error (the app's
-        // own cancellation has none: the peripheral disconnected).
-        peripheral.failProceduresEndedByDisconnection(with: error ?? Self.disconnectedError)
         synchronized { peripheral.linkStateStorage = isReconnecting ? .connecting : .disconnected }
+        // No call is accepted from here on; those under way answer first, with the
+        // disconnection's error (the app's own cancellation has none: the peripheral disconnected).
+        peripheral.failPendingCalls(with: error ?? Self.disconnectedError)
         let timestamp = Date().timeIntervalSinceReferenceDate
         deliver { manager, delegate in
             delegate.centralManager(manager, didDisconnectPeripheral: peripheral, timestamp: timestamp,
