@@ -21,7 +21,10 @@ import Testing
 // left .poweredOn); that nothing of the link is left at any layer of either side (host device
 // connections, LE connections, the HCI driver's ACL queues and credits, the controller's
 // connections and ACL buffers, the GATT server's per-connection state, and the objects
-// themselves, by weak references); and that the app connects again and the procedure succeeds.
+// themselves, by weak references); that the peripheral manager heard every subscription end;
+// and that the app connects again and the procedure succeeds. A call the app makes once the
+// peripheral is no longer connected is refused as misuse (no callback), as on iOS: the run
+// counts only the calls the peripheral accepted.
 
 private let serviceUUID = CBUUID(string: "FA170001-0000-1000-8000-00805F9B34FB")
 private let longUUID = CBUUID(string: "FA170002-0000-1000-8000-00805F9B34FB")
@@ -41,6 +44,9 @@ enum InjectedFault: String, CaseIterable, CustomTestStringConvertible, Sendable 
     case powerOff = "controller off"
     /// The transport between the central's host and its controller closes.
     case transportClosed = "transport closed"
+    /// The peripheral's controller is powered off: the central's link times out; the peripheral
+    /// manager loses its services and links.
+    case peripheralOff = "peripheral off"
     var testDescription: String { rawValue }
 
     /// Whether the manager hears of it as a state change rather than a disconnection.
@@ -48,7 +54,7 @@ enum InjectedFault: String, CaseIterable, CustomTestStringConvertible, Sendable 
 
     /// Apple's error for the disconnection and for what it ended: a supervision timeout is
     /// `connectionTimeout`; otherwise the peripheral disconnected.
-    var expectedError: CBError.Code { self == .linkLoss ? .connectionTimeout : .peripheralDisconnected }
+    var expectedError: CBError.Code { self == .linkLoss || self == .peripheralOff ? .connectionTimeout : .peripheralDisconnected }
 }
 
 /// What the app does.
@@ -76,7 +82,8 @@ private final class FaultServer: NSObject, CBPeripheralManagerDelegate, @uncheck
     let psm = Locked<CBL2CAPPSM?>(nil)
     /// The channels centrals opened, kept (releasing one closes it) until the test drops them.
     let channels = Locked<[CBL2CAPChannel]>([])
-    let notifying = CBMutableCharacteristic(type: notifyingUUID, properties: [.notify], value: nil, permissions: [])
+    /// The notifying characteristic as last added (a powered-off manager's services are gone).
+    let notifying = Locked(CBMutableCharacteristic(type: notifyingUUID, properties: [.notify], value: nil, permissions: []))
 
     func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) { log.append("state \(peripheral.state.rawValue)") }
     func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
@@ -103,7 +110,7 @@ private final class FaultServer: NSObject, CBPeripheralManagerDelegate, @uncheck
     }
     func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didSubscribeTo characteristic: CBCharacteristic) {
         log.append("subscribed")
-        _ = peripheral.updateValue(Data([1, 2, 3]), for: notifying, onSubscribedCentrals: nil)
+        _ = peripheral.updateValue(Data([1, 2, 3]), for: notifying.current, onSubscribedCentrals: nil)
     }
     func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didUnsubscribeFrom characteristic: CBCharacteristic) {
         log.append("unsubscribed")
@@ -362,22 +369,7 @@ private final class FaultRig: @unchecked Sendable {
         guard wait({ server.log.contains("state 5") && client.log.contains("state 5") }) else {
             throw RawDeviceError("managers did not power on")
         }
-        let service = CBMutableService(type: serviceUUID, primary: true)
-        service.characteristics = [
-            CBMutableCharacteristic(type: longUUID, properties: [.read], value: longValue, permissions: [.readable]),
-            CBMutableCharacteristic(type: writableUUID, properties: [.write], value: nil, permissions: [.writeable]),
-            server.notifying,
-            CBMutableCharacteristic(type: secretUUID, properties: [.read], value: nil, permissions: [.readEncryptionRequired]),
-        ]
-        peripheralManager.add(service)
-        peripheralManager.publishL2CAPChannel(withEncryption: false)
-        peripheralManager.startAdvertising([CBAdvertisementDataLocalNameKey: "Faulty", CBAdvertisementDataServiceUUIDsKey: [serviceUUID]])
-        guard wait({ server.log.contains("added ok") && server.log.contains("advertising ok") && server.psm.current != nil }) else {
-            throw RawDeviceError("no advertising")
-        }
-        psm = server.psm.current!
-        // Values longer than one PDU carries: long reads and writes.
-        onLoop { rig in rig.peripheralDevice?.preferredMTU = 100 }
+        try publish()
         central.scanForPeripherals(withServices: [serviceUUID])
         guard wait({ client.discovered != nil }) else { throw RawDeviceError("no discovery") }
         central.stopScan()
@@ -397,6 +389,35 @@ private final class FaultRig: @unchecked Sendable {
                 loop.execute { armed.fire() }
             }
         }
+    }
+
+    /// Adds the service, publishes the L2CAP channel and advertises (again, after the
+    /// peripheral's controller was off: its services went with it).
+    func publish() throws {
+        let service = CBMutableService(type: serviceUUID, primary: true)
+        let notifying = CBMutableCharacteristic(type: notifyingUUID, properties: [.notify], value: nil, permissions: [])
+        server.notifying.withLock { $0 = notifying }
+        service.characteristics = [
+            CBMutableCharacteristic(type: longUUID, properties: [.read], value: longValue, permissions: [.readable]),
+            CBMutableCharacteristic(type: writableUUID, properties: [.write], value: nil, permissions: [.writeable]),
+            notifying,
+            CBMutableCharacteristic(type: secretUUID, properties: [.read], value: nil, permissions: [.readEncryptionRequired]),
+        ]
+        let log = server.log
+        let (added, advertising, published) = (log.count(of: "added ok"), log.count(of: "advertising ok"), log.count(of: "published"))
+        server.psm.withLock { $0 = nil }
+        peripheralManager.add(service)
+        peripheralManager.publishL2CAPChannel(withEncryption: false)
+        peripheralManager.startAdvertising([CBAdvertisementDataLocalNameKey: "Faulty", CBAdvertisementDataServiceUUIDsKey: [serviceUUID]])
+        guard wait({ [server] in
+            log.count(of: "added ok") > added && log.count(of: "advertising ok") > advertising && log.count(of: "published") > published
+                && server.psm.current != nil
+        }) else {
+            throw RawDeviceError("no advertising")
+        }
+        psm = server.psm.current!
+        // Values longer than one PDU carries: long reads and writes.
+        onLoop { rig in rig.peripheralDevice?.preferredMTU = 100 }
     }
 
     @discardableResult
@@ -473,6 +494,8 @@ private final class FaultRig: @unchecked Sendable {
             central.linuxSetVirtualPower(false)
         case .transportClosed:
             (central.device?.controller?.host as? InProcessHCILink.End)?.close(peerError: HCITransportError("the adapter was unplugged"))
+        case .peripheralOff:
+            peripheralManager.linuxSetVirtualPower(false)
         }
     }
 
@@ -485,6 +508,11 @@ private final class FaultRig: @unchecked Sendable {
             let ons = client.log.count(of: "state 5")
             central.linuxSetVirtualPower(true)
             guard wait({ [client] in client.log.count(of: "state 5") > ons }) else { throw RawDeviceError("not powered on again") }
+        case .peripheralOff:
+            let ons = server.log.count(of: "state 5")
+            peripheralManager.linuxSetVirtualPower(true)
+            guard wait({ [server] in server.log.count(of: "state 5") > ons }) else { throw RawDeviceError("peripheral not on again") }
+            try publish()
         }
         // The peer's side of a link the central's controller dropped ends by supervision timeout.
         radio.run(for: .seconds(10))
@@ -603,6 +631,8 @@ struct FaultInjectionTests {
             rig.server.channels.withLock { $0 = [] }
             try rig.recover(from: fault)
             #expect(rig.leftovers().isEmpty, "\(context): \(rig.leftovers())")
+            // The peripheral manager heard every subscription end with the link.
+            #expect(rig.server.log.count(of: "subscribed") == rig.server.log.count(of: "unsubscribed"), "\(context): \(rig.server.log.all.suffix(6))")
             // The loop and the delegate queues let go of what they captured.
             for _ in 0..<10 where !objects.alive.isEmpty {
                 rig.client.queue.sync {}
