@@ -219,7 +219,7 @@ let package = Package(
         ]),
         .testTarget(name: "CoreBluetoothTests", dependencies: [
             "CoreBluetooth", "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver",
-            "VirtualController", "L2CAP", "HostStack", "ATT", "GATT", "GAP", "TestSupport",
+            "VirtualController", "L2CAP", "HostStack", "HostDevice", "ATT", "GATT", "GAP", "TestSupport",
         ]),
         // The async extension against peripheral managers on private radios.
         .testTarget(name: "CoreBluetoothAsyncTests", dependencies: ["CoreBluetoothAsync", "CoreBluetooth", "Scheduling"]),

@@ -317,7 +317,8 @@ extension CBManager {
         device.loop.execute { [weak self] in
             guard let self, device.radio != nil else { return }
             if on {
-                guard device.hostDevice == nil else { return }
+                // Off, or its controller's transport closed (the manager reported .poweredOff).
+                guard device.hostDevice?.isClosed ?? true else { return }
                 device.start { [weak self] result in
                     guard let self, case .success(let hostDevice) = result else { return }
                     self.deviceDidStart(hostDevice)

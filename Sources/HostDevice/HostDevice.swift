@@ -89,6 +89,9 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// Whether a request the peer refuses for want of security pairs (or encrypts) and is
     /// retried, as iOS does (the default); off, the refusal is the answer.
     @exclusivity(unchecked) public var raisesSecurityOnRefusal = true
+    /// The ATT_MTU this device offers on its connections from now on (tests lower it, so that
+    /// values need long reads and writes).
+    @exclusivity(unchecked) public var preferredMTU = ATTMTU.preferred
     /// Answers pairing prompts on links whose owners have no agent of their own.
     @exclusivity(unchecked) public var pairingAgent: any PairingAgent = AutoAcceptPairingAgent()
     /// Told, on the loop, when a peer bonds: the address its link was made to and the identity
@@ -268,6 +271,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     public func host(_ host: LEHost, didConnect le: LEConnection) {
         let connection = DeviceConnection(le: le, peer: identity(of: le.peer), server: gattServer, loop: loop, log: log)
+        connection.bearer.preferredMTU = preferredMTU
         connections[le.handle] = connection
         attachSecurityManager(to: connection)
         attachChannelServer(to: connection)

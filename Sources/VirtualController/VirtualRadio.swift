@@ -67,6 +67,10 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// Statistics, for tests and benchmarks.
     @exclusivity(unchecked) public private(set) var advertisingPDUsSent = 0
     @exclusivity(unchecked) public private(set) var dataPDUsSent = 0
+    /// Tests (fault injection): hears every data-channel PDU the radio carries, on the loop, as
+    /// it goes on the air (before it is delivered), with its access address and sender. Nil in
+    /// normal use: one load and test per data PDU.
+    @exclusivity(unchecked) public var dataPDUObserver: ((DataPDU, UInt32, RadioDeviceID) -> Void)?
 
     public init(loop: EventLoop = EventLoop(name: "radio"), airTime: AirTimeMode = .instant,
                 pathLoss: PathLossModel = PathLossModel(), seed: UInt64 = 1) {
@@ -199,6 +203,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         let receiver = link.a == sender ? link.b : link.a
         guard let device = devices[receiver]?.device, let rssi = rssi(from: sender, to: receiver) else { return nil }
         dataPDUsSent += 1
+        if let dataPDUObserver { dataPDUObserver(pdu, accessAddress, sender) }
         let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
         if air == 0 && loop.inLoop {
             // Instant air: one loop job per PDU as before, in the same place among the loop's

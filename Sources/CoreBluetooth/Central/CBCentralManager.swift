@@ -210,8 +210,16 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         events.releaseConnections()
         service.deviceDidStop()
         synchronized { isScanningStorage = false }
-        for peripheral in livePeripherals() { peripheral.linkClosed() }
+        for peripheral in livePeripherals() {
+            // The controller went away (powered off, reset, its transport closed): what was
+            // under way on its links fails before the state change is heard.
+            peripheral.linkClosed()
+            peripheral.failPendingCalls(with: Self.disconnectedError)
+        }
     }
+
+    /// The error of a procedure a disconnection ended when the disconnection itself has none.
+    static let disconnectedError = CBError(.peripheralDisconnected, description: "The specified device has disconnected from us.")
 
     /// Runs `body` on the device's loop with the central role, if the device is on: what the
     /// API asks goes through the role-service boundary.
@@ -467,6 +475,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// connected again and stays `.connecting` until `didConnect`.
     func didDisconnect(_ peripheral: CBPeripheral, error: CBError?, isReconnecting: Bool = false) {
         synchronized { peripheral.linkStateStorage = isReconnecting ? .connecting : .disconnected }
+        // No call is accepted from here on; those under way answer first, with the
+        // disconnection's error (the app's own cancellation has none: the peripheral disconnected).
+        peripheral.failPendingCalls(with: error ?? Self.disconnectedError)
         let timestamp = Date().timeIntervalSinceReferenceDate
         deliver { manager, delegate in
             delegate.centralManager(manager, didDisconnectPeripheral: peripheral, timestamp: timestamp,

@@ -28,6 +28,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// turns false; returned as the link takes them.
     @exclusivity(unchecked) var writeBudget = CBPeripheral.writeBudgetLimit
     @exclusivity(unchecked) var owesWriteReadiness = false
+    /// The calls the app made that wait for their callback, oldest first (``begin(_:)``).
+    @exclusivity(unchecked) private var pendingCalls: [PendingCall] = []
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     @exclusivity(unchecked) private var taps = EventTaps<CBPeripheralDelegate>()
 
@@ -172,20 +174,96 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
     }
 
-    /// Reports a procedure's outcome through one delegate callback: on success `apply` runs
-    /// first (on the loop: discovery results go onto the objects), then `callback` with no
-    /// error; on failure `callback` with Apple's error — nothing for a disconnection, which
-    /// the app hears of instead.
-    private func report<T>(_ result: Result<T, GATTClientError>, apply: (T) -> Void = { _ in },
+    /// A call the app made that answers with one delegate callback: registered as the call is
+    /// accepted, answered by the first of its outcome and the link's end.
+    final class PendingCall: @unchecked Sendable {
+        // @unchecked: immutable after init.
+        /// The callback with the error of the link's end.
+        let fail: @Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void
+        init(_ fail: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void) { self.fail = fail }
+    }
+
+    /// Registers a call that expects a callback, if the peripheral is connected (the caller
+    /// checked it; a disconnection may have come since): nil, and no callback, otherwise.
+    /// Every registered call gets exactly one callback, before `didDisconnectPeripheral`: its
+    /// outcome, or, if the link ends first, `fail` with the disconnection's error
+    /// (``failPendingCalls(with:)``), so that nothing follows `didDisconnectPeripheral`, as
+    /// Apple's header promises.
+    private func begin(_ fail: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void) -> PendingCall? {
+        synchronized {
+            guard linkStateStorage == .connected else { return nil }
+            let call = PendingCall(fail)
+            pendingCalls.append(call)
+            return call
+        }
+    }
+
+    /// Under the lock, on the delegate queue: whether `call` still waits, taking it if it does.
+    private func take(_ call: PendingCall) -> Bool {
+        guard let index = pendingCalls.firstIndex(where: { $0 === call }) else { return false }
+        pendingCalls.remove(at: index)
+        return true
+    }
+
+    /// ``deliver(update:_:)`` for `call`'s outcome: nothing (but `dropped`) if the link's end
+    /// answered it first.
+    private func deliver(_ call: PendingCall, update: (@Sendable () -> Void)? = nil, dropped: (@Sendable () -> Void)? = nil,
+                         _ body: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate) -> Void) {
+        callbacks.async { [self] in
+            let (answered, delegate, observers) = synchronized { () -> (Bool, CBPeripheralDelegate?, [CBPeripheralDelegate]) in
+                guard take(call) else { return (false, nil, []) }
+                update?()
+                return (true, delegateStorage, taps.observers)
+            }
+            guard answered else {
+                dropped?()
+                return
+            }
+            if let delegate { body(self, delegate) }
+            for observer in observers { body(self, observer) }
+        }
+    }
+
+    /// On the loop, as the link's end is reported, before `didDisconnectPeripheral` (or the
+    /// manager's state change) is queued: every call still waiting gets `error` (on the delegate
+    /// queue, unless its outcome got there first).
+    func failPendingCalls(with error: any Error) {
+        let waiting = synchronized { pendingCalls }
+        guard !waiting.isEmpty else { return }
+        callbacks.async { [self] in
+            let (failed, delegate, observers) = synchronized { () -> ([PendingCall], CBPeripheralDelegate?, [CBPeripheralDelegate]) in
+                (waiting.filter { take($0) }, delegateStorage, taps.observers)
+            }
+            for call in failed {
+                if let delegate { call.fail(self, delegate, error) }
+                for observer in observers { call.fail(self, observer, error) }
+            }
+        }
+    }
+
+    /// How many calls wait for their callback (tests).
+    package var pendingCallCount: Int { synchronized { pendingCalls.count } }
+
+    /// Reports a procedure's outcome through `call`'s delegate callback: on success `apply`
+    /// runs first (on the loop: discovery results go onto the objects), then `callback` with
+    /// no error; on failure `callback` with Apple's error (``fail(_:_:_:)``).
+    private func report<T>(_ call: PendingCall, _ result: Result<T, GATTClientError>, apply: (T) -> Void = { _ in },
                            _ callback: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate, (any Error)?) -> Void) {
         switch result {
         case .success(let value):
             apply(value)
-            deliver { peripheral, delegate in callback(peripheral, delegate, nil) }
+            deliver(call) { peripheral, delegate in callback(peripheral, delegate, nil) }
         case .failure(let failure):
-            guard let error = StackErrors.error(failure) else { return }
-            deliver { peripheral, delegate in callback(peripheral, delegate, error) }
+            fail(call, failure) { peripheral, delegate, error in callback(peripheral, delegate, error) }
         }
+    }
+
+    /// A procedure's failure, to `call`'s callback: Apple's error; nothing for the link's loss,
+    /// whose error the call gets as the disconnection is reported (``failPendingCalls(with:)``).
+    private func fail(_ call: PendingCall, _ failure: GATTClientError,
+                      _ callback: @escaping @Sendable (CBPeripheral, CBPeripheralDelegate, any Error) -> Void) {
+        guard let error = StackErrors.error(failure) else { return }
+        deliver(call) { peripheral, delegate in callback(peripheral, delegate, error) }
     }
 
     // MARK: - Services
@@ -195,9 +273,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     open func discoverServices(_ serviceUUIDs: [CBUUID]?) {
         guard requireConnected("discoverServices(_:)") else { return }
         let wanted = serviceUUIDs.flatMap { $0.isEmpty ? nil : $0.map(\.bluetoothUUID) }
+        guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didDiscoverServices: error) }) else { return }
         onLink { [weak self] link, _ in
             let finish: @Sendable (Result<[DiscoveredService], GATTClientError>) -> Void = { [weak self] result in
-                self?.report(result, apply: { self?.mergeServices($0, requested: wanted) }) { peripheral, delegate, error in
+                self?.report(call, result, apply: { self?.mergeServices($0, requested: wanted) }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverServices: error)
                 }
             }
@@ -249,9 +328,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard requireConnected("discoverIncludedServices(_:for:)"), requireOwn(service, "discoverIncludedServices(_:for:)"),
               let target = Self.discovered(service) else { return }
         let wanted = includedServiceUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
+        guard let call = begin({ peripheral, delegate, error in
+            delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
+        }) else { return }
         onLink { [weak self] link, _ in
             link.discoverIncludedServices(of: target) { result in
-                self?.report(result, apply: { found in
+                self?.report(call, result, apply: { found in
                     self?.mergeIncluded(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
                 }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
@@ -286,9 +368,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard requireConnected("discoverCharacteristics(_:for:)"), requireOwn(service, "discoverCharacteristics(_:for:)"),
               let target = Self.discovered(service) else { return }
         let wanted = characteristicUUIDs.flatMap { $0.isEmpty ? nil : Set($0.map(\.bluetoothUUID)) }
+        guard let call = begin({ peripheral, delegate, error in
+            delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
+        }) else { return }
         onLink { [weak self] link, _ in
             link.discoverCharacteristics(of: target) { result in
-                self?.report(result, apply: { found in
+                self?.report(call, result, apply: { found in
                     self?.mergeCharacteristics(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
                 }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
@@ -337,15 +422,26 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             let error = CBATTError(.readNotPermitted, description: "Reading is not permitted.")
             return deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
         }
+        guard let call = begin({ peripheral, delegate, error in
+            delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error)
+        }) else { return }
         onLink { [weak self] link, _ in
             link.readValue(of: target.valueHandle) { result in
-                self?.deliverValue(result, for: characteristic)
+                self?.deliverValue(result, for: characteristic, call: call)
             }
         }
     }
 
-    private func deliverValue(_ result: Result<[UInt8], GATTClientError>, for characteristic: CBCharacteristic) {
+    /// A value read (`call`) or notified (no call).
+    private func deliverValue(_ result: Result<[UInt8], GATTClientError>, for characteristic: CBCharacteristic,
+                              call: PendingCall? = nil) {
         switch result {
+        case .success(let bytes) where call != nil:
+            let value = Data(bytes)
+            let update: @Sendable () -> Void = { characteristic.valueStorage = value }
+            deliver(call!, update: update) { peripheral, delegate in
+                delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: nil)
+            }
         case .success(let bytes):
             // One closure per value (what `deliver(update:_:)` does, without its two inner ones).
             let value = Data(bytes)
@@ -358,8 +454,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 for observer in observers { observer.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
             }
         case .failure(let error):
-            guard let error = StackErrors.error(error) else { return }
-            deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
+            guard let call else { return }
+            fail(call, error) { peripheral, delegate, error in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
         }
     }
 
@@ -404,9 +500,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             let error = CBATTError(.invalidAttributeValueLength, description: "The value's length is invalid.")
             return deliver { peripheral, delegate in delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error) }
         }
+        guard let call = begin({ peripheral, delegate, error in
+            delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
+        }) else { return }
         onLink { [weak self] link, _ in
             link.writeValue(bytes, to: target.valueHandle) { result in
-                self?.report(result) { peripheral, delegate, error in
+                self?.report(call, result) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
                 }
             }
@@ -427,17 +526,19 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         let cccd = synchronized {
             characteristic.descriptorsStorage?.first { $0.uuid.bluetoothUUID == .clientCharacteristicConfiguration }.map { ATTHandle($0.handle) }
         }
+        guard let call = begin({ peripheral, delegate, error in
+            delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
+        }) else { return }
         onLink { [weak self] link, _ in
             let finish: @Sendable (Result<Void, GATTClientError>) -> Void = { [weak self] result in
                 guard let self else { return }
                 switch result {
                 case .success:
-                    self.deliver(update: { characteristic.isNotifyingStorage = enabled }) { peripheral, delegate in
+                    self.deliver(call, update: { characteristic.isNotifyingStorage = enabled }) { peripheral, delegate in
                         delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: nil)
                     }
                 case .failure(let failure):
-                    guard let error = StackErrors.error(failure) else { return }
-                    self.deliver { peripheral, delegate in
+                    self.fail(call, failure) { peripheral, delegate, error in
                         delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
                     }
                 }
@@ -457,9 +558,12 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// Discovers the descriptors of `characteristic`: `peripheral(_:didDiscoverDescriptorsFor:error:)`.
     open func discoverDescriptors(for characteristic: CBCharacteristic) {
         guard requireConnected("discoverDescriptors(for:)"), let target = requireOwn(characteristic, "discoverDescriptors(for:)") else { return }
+        guard let call = begin({ peripheral, delegate, error in
+            delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
+        }) else { return }
         onLink { [weak self] link, _ in
             link.discoverDescriptors(of: target) { result in
-                self?.report(result, apply: { self?.mergeDescriptors($0, into: characteristic) }) { peripheral, delegate, error in
+                self?.report(call, result, apply: { self?.mergeDescriptors($0, into: characteristic) }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
                 }
             }
@@ -489,18 +593,21 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// has Apple's type for the descriptor (see ``CBDescriptor/value``).
     open func readValue(for descriptor: CBDescriptor) {
         guard requireConnected("readValue(for:)"), let handle = requireOwn(descriptor, "readValue(for:)") else { return }
+        guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: error) })
+        else { return }
         onLink { [weak self] link, _ in
             link.readValue(of: handle) { result in
                 guard let self else { return }
                 switch result {
                 case .success(let bytes):
                     let value = Unchecked(CBDescriptor.typedValue(bytes, uuid: descriptor.uuid.bluetoothUUID))
-                    self.deliver(update: { descriptor.valueStorage = value.value }) { peripheral, delegate in
+                    self.deliver(call, update: { descriptor.valueStorage = value.value }) { peripheral, delegate in
                         delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: nil)
                     }
                 case .failure(let failure):
-                    guard let error = StackErrors.error(failure) else { return }
-                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: error) }
+                    self.fail(call, failure) { peripheral, delegate, error in
+                        delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: error)
+                    }
                 }
             }
         }
@@ -515,9 +622,11 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             return
         }
         let bytes = data.byteArray
+        guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error) })
+        else { return }
         onLink { [weak self] link, _ in
             link.writeValue(bytes, to: handle) { result in
-                self?.report(result) { peripheral, delegate, error in
+                self?.report(call, result) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error)
                 }
             }
@@ -529,13 +638,16 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// Reads the RSSI of the connection: `peripheral(_:didReadRSSI:error:)`.
     open func readRSSI() {
         guard requireConnected("readRSSI()") else { return }
+        guard let call = begin({ peripheral, delegate, error in
+            delegate.peripheral(peripheral, didReadRSSI: NSNumber(value: 127), error: error)
+        }) else { return }
         onLink { [weak self] link, service in
             service.readRSSI(of: link.peer) { result in
                 guard let self else { return }
                 switch result {
                 case .success(let rssi):
                     let number = NSNumber(value: Int(rssi))
-                    self.deliver(update: { self.rssiStorage = number }) { peripheral, delegate in
+                    self.deliver(call, update: { self.rssiStorage = number }) { peripheral, delegate in
                         delegate.peripheral(peripheral, didReadRSSI: number, error: nil)
                     }
                 case .failure(let failure):
@@ -544,7 +656,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                     } else {
                         CBError(.unknown, description: "Reading the RSSI failed: \(failure).")
                     }
-                    self.deliver { peripheral, delegate in
+                    self.deliver(call) { peripheral, delegate in
                         delegate.peripheral(peripheral, didReadRSSI: NSNumber(value: 127), error: error)
                     }
                 }
@@ -560,6 +672,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard requireConnected("openL2CAPChannel(_:)") else { return }
         // Role events come on the device's loop: the channel's bridge works there.
         guard let loop = manager?.roleLoop else { return }
+        guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didOpen: nil, error: error) }) else { return }
         onLink { [weak self] link, service in
             service.openChannel(to: link.peer, psm: PSM) { result in
                 guard let self else {
@@ -569,10 +682,15 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 switch result {
                 case .success(let roleChannel):
                     let channel = ChannelBridge.makeChannel(roleChannel, peer: self, loop: loop)
-                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: channel, error: nil) }
+                    // A channel opened on a link whose end answered the call first is released
+                    // with the block, which closes it.
+                    self.deliver(call) { peripheral, delegate in delegate.peripheral(peripheral, didOpen: channel, error: nil) }
+                case .failure(.disconnected), .failure(.security(.disconnected)):
+                    // The disconnection's error comes as it is reported (failPendingCalls).
+                    break
                 case .failure(let failure):
                     let error = CBL2CAPChannel.openError(failure)
-                    self.deliver { peripheral, delegate in delegate.peripheral(peripheral, didOpen: nil, error: error) }
+                    self.deliver(call) { peripheral, delegate in delegate.peripheral(peripheral, didOpen: nil, error: error) }
                 }
             }
         }
