@@ -200,6 +200,9 @@ public final class DaemonRestoration: @unchecked Sendable {
         case notification
         /// A central session: a pending connection completed.
         case connected
+        /// A central session: its scan found a peripheral (the report itself is dropped; the
+        /// scan goes on).
+        case discovered
         /// A peripheral session: a read of a value the app answers.
         case read
         /// A peripheral session: a write (request or command) of a value the app takes.
@@ -550,6 +553,8 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
     func central(_ service: any CentralRole, didDiscover peer: LEAddress, advertisement: AdvertisingData,
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
         connectionEvents?.learned(advertisement.serviceUUIDs, of: peer)
+        // Kept: dropped, but the app would be relaunched for it (the scan goes on for it).
+        if sink == nil { wake?(.discovered) }
         // The bytes as received; the client merges them as the service did.
         emit { .discovered(session: $0, peer: peer, advertisingData: raw.advertisement, scanResponse: raw.scanResponse,
                            isConnectable: isConnectable, rssi: rssi) }
