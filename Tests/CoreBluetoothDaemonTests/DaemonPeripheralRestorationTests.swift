@@ -13,6 +13,7 @@ import Testing
 /// A remote central on the bench's other device (a phone): scans for a service, connects to
 /// the daemon's device, and uses its GATT client as the test asks; counts its disconnections.
 final class RemoteTestCentral: HostDeviceClient, @unchecked Sendable {
+    // Safe: made and touched on the bench's one loop (the test's thread runs it).
     let device: HostDevice
     let target: BluetoothUUID
     var connection: DeviceConnection?

@@ -234,6 +234,7 @@ private final class PublishingApp: NSObject, CBPeripheralManagerDelegate, @unche
 /// A peripheral app that created its manager with a restore identifier again: writes down what
 /// `willRestoreState` gives back (and keeps it), its states, and the reads it answers (0x2B).
 private final class RestoringApp: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    // Safe: the log and services are behind the lock; the delegate queue writes, the test reads.
     private let lock = NSLock()
     private var logStorage: [String] = []
     private var servicesStorage: [CBMutableService] = []

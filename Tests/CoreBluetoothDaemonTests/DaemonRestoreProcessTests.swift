@@ -71,6 +71,7 @@ private final class NotifyingPeripheral: NSObject, CBPeripheralManagerDelegate, 
 /// The central of the peripheral test, in this process on the shared radio: finds FEED,
 /// connects, subscribes to FEE1, and writes down values, and unsubscriptions or disconnections.
 private final class SubscribingCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @unchecked Sendable {
+    // Safe: the log and peripheral are behind the lock; `manager` is set once before use.
     private let lock = NSLock()
     private var logStorage: [String] = []
     private var peripheralStorage: CBPeripheral?
