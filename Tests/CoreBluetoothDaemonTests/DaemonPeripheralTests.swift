@@ -268,6 +268,32 @@ private final class RestoringApp: NSObject, CBPeripheralManagerDelegate, @unchec
     }
 }
 
+/// A central manager on the daemon that watches connection events, and scans (its discoveries
+/// tell the test that what it sent before the scan reached the daemon).
+private final class ConnectionWatcher: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
+    // Safe: everything is behind the lock; `manager` is set once before use.
+    private let lock = NSLock()
+    private var stateStorage: CBManagerState = .unknown
+    private var eventsStorage: [CBConnectionEvent] = []
+    private var discoveredStorage = false
+    var manager: CBCentralManager!
+
+    var state: CBManagerState { lock.withLock { stateStorage } }
+    var events: [CBConnectionEvent] { lock.withLock { eventsStorage } }
+    var discovered: Bool { lock.withLock { discoveredStorage } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) { lock.withLock { stateStorage = central.state } }
+
+    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral, advertisementData: [String: Any],
+                        rssi RSSI: NSNumber) {
+        lock.withLock { discoveredStorage = true }
+    }
+
+    func centralManager(_ central: CBCentralManager, connectionEventDidOccur event: CBConnectionEvent, for peripheral: CBPeripheral) {
+        lock.withLock { eventsStorage.append(event) }
+    }
+}
+
 /// A central that connects to the first device advertising `target` and discovers its whole
 /// database (services, included services, characteristics), again when the peer's services
 /// change: `database` is the last complete picture.
@@ -593,5 +619,38 @@ struct DaemonPeripheralTests {
         #expect(peripheral.state == .connected && dynamic.isNotifying)
         #expect(!central.log.contains("disconnected") && !central.log.contains("not notifying"))
         withExtendedLifetime(manager) {}
+    }
+
+    /// A remote central connecting to a peripheral manager on the daemon is a connection event
+    /// for another client's central manager (iOS reports connections whichever app made them).
+    @Test func aRemoteCentralConnectingToAPeripheralManagerIsAConnectionEvent() async throws {
+        let bench = try await RadioAndDaemon(seed: 0x37)
+        defer { bench.close() }
+        let app = ServingApp(prefix: "FA", advertise: true)
+        app.manager = CBPeripheralManager(delegate: app, queue: DispatchQueue(label: "app"),
+                                          options: [CBManagerOptionLinuxTransportKey: "daemon:\(bench.socketPath)"])
+        #expect(await eventually { app.log == ["state 5", "added ", "advertising "] }, "\(app.log)")
+        let watcher = ConnectionWatcher()
+        watcher.manager = CBCentralManager(delegate: watcher, queue: DispatchQueue(label: "watcher"),
+                                           options: [CBManagerOptionLinuxTransportKey: "daemon:\(try bench.secondPath())"])
+        #expect(await eventually { watcher.state == .poweredOn })
+        watcher.manager.registerForConnectionEvents(options: nil)
+        // In order on the watcher's connection: once its scan reports a device on the radio (a
+        // beacon: the daemon's own advertising is not heard by its own controller), the
+        // registration is in.
+        let beacon = ServingApp(prefix: "FB", advertise: true)
+        beacon.manager = CBPeripheralManager(delegate: beacon, queue: DispatchQueue(label: "beacon"),
+                                             options: [CBManagerOptionLinuxTransportKey: "virtual:\(bench.radioPath)"])
+        watcher.manager.scanForPeripherals(withServices: [beacon.serviceUUID])
+        #expect(await eventually { watcher.discovered })
+        watcher.manager.stopScan()
+
+        let central = UsingCentral(target: app.serviceUUID)
+        central.manager = CBCentralManager(delegate: central, queue: DispatchQueue(label: "central"),
+                                           options: [CBManagerOptionLinuxTransportKey: "virtual:\(bench.radioPath)"])
+        #expect(await eventually { central.log.contains("connected") }, "\(central.log)")
+        #expect(await eventually { watcher.events == [.peerConnected] }, "\(watcher.events)")
+        central.manager.cancelPeripheralConnection(try #require(central.peripheral))
+        #expect(await eventually { watcher.events == [.peerConnected, .peerDisconnected] }, "\(watcher.events)")
     }
 }
