@@ -202,7 +202,7 @@ let package = Package(
         // a virtual radio.
         .testTarget(name: "CoreBluetoothDaemonTests", dependencies: [
             "CoreBluetoothDaemon", "DaemonProtocol", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GATT", "ATT",
-            "AssignedNumbers", "Scheduling", "VirtualController", "CoreBluetooth", "TestTools",
+            "AssignedNumbers", "Scheduling", "VirtualController", "CoreBluetooth", "TestTools", "RemoteRoles", "GAP",
         ]),
         .testTarget(name: "ATTTests", dependencies: [
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",

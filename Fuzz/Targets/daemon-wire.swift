@@ -180,7 +180,7 @@ func script(_ input: inout FuzzInput, client: DaemonClient, heard: Heard) {
             let characteristic = heard.characteristics.isEmpty ? nil : heard.characteristics[Int(input.u8()) % heard.characteristics.count]
             switch op & 0x1F {
             case 0: try client.receive(.openCentral(session: session, restoreIdentifier: input.bool() ? "r" : nil))
-            case 1: try client.receive(.openPeripheral(session: session, restoreIdentifier: nil))
+            case 1: try client.receive(.openPeripheral(session: session, restoreIdentifier: input.bool() ? "r" : nil))
             case 2: try client.receive(.close(session: session))
             case 3: try client.receive(.startScan(session: session, services: input.bool() ? [BluetoothUUID(uuid16: 0xAA00)] : nil,
                                                   solicited: [], allowDuplicates: input.bool()))

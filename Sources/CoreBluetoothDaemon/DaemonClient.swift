@@ -68,8 +68,9 @@ public final class DaemonClient: @unchecked Sendable {
     }
 
     /// The client went (its socket closed, or it broke the protocol): each session opened with
-    /// a restore identifier is kept by ``DaemonRestoration`` (its connections, pending
-    /// connections, subscriptions and scan go on); every other one ends, its role service
+    /// a restore identifier is kept by ``DaemonRestoration`` (a central's connections, pending
+    /// connections, subscriptions and scan go on; a peripheral's services, advertising and
+    /// subscribers stay); every other one ends, its role service
     /// leaving the device (its scan, connections and subscriptions with it). Nothing is sent
     /// after.
     public func close() {
@@ -85,10 +86,16 @@ public final class DaemonClient: @unchecked Sendable {
                 session.end()
             }
         }
-        // Peripheral sessions are not kept for restoration yet: they end with the client.
         let peripheralSessions = peripherals.values
         peripherals = [:]
-        for session in peripheralSessions { session.end() }
+        for session in peripheralSessions {
+            if let identifier = session.restoreIdentifier, let restoration {
+                session.detach()
+                restoration.keep(session, as: DaemonRestoration.Key(uid: uid, role: .peripheral, identifier: identifier))
+            } else {
+                session.end()
+            }
+        }
     }
 
     private func handle(_ message: DaemonMessage) throws(DaemonClientViolation) {
@@ -120,20 +127,28 @@ public final class DaemonClient: @unchecked Sendable {
                 send(message)
             }
             if let identifier, let restoration,
-               let kept = restoration.take(DaemonRestoration.Key(uid: uid, role: .central, identifier: identifier)) {
+               let kept = restoration.take(DaemonRestoration.Key(uid: uid, role: .central, identifier: identifier), as: CentralSession.self) {
                 centrals[session] = kept
                 kept.attach(id: session, send: sink)
             } else {
                 centrals[session] = CentralSession(id: session, restoreIdentifier: identifier, parkedLimit: restoration?.parkedLimit ?? 0,
                                                    connectionEvents: connectionEvents, device: device, send: sink)
             }
-        case .openPeripheral(let session, _):
+        case .openPeripheral(let session, let identifier):
             guard centrals[session] == nil, peripherals[session] == nil else {
                 throw DaemonClientViolation("session \(session) is open already")
             }
-            peripherals[session] = PeripheralSession(id: session, device: device) { [weak self] message in
+            let sink: (DaemonMessage) -> Void = { [weak self] message in
                 guard let self, !isClosed else { return }
                 send(message)
+            }
+            if let identifier, let restoration,
+               let kept = restoration.take(DaemonRestoration.Key(uid: uid, role: .peripheral, identifier: identifier),
+                                           as: PeripheralSession.self) {
+                peripherals[session] = kept
+                kept.attach(id: session, send: sink)
+            } else {
+                peripherals[session] = PeripheralSession(id: session, restoreIdentifier: identifier, device: device, send: sink)
             }
         case .close(let session):
             // The manager was released while its process lives on: nothing to restore.
@@ -152,25 +167,65 @@ public final class DaemonClient: @unchecked Sendable {
     }
 }
 
+/// A session the daemon can keep while no client holds it (a central or a peripheral session).
+protocol KeptSession: AnyObject {
+    /// The session is over.
+    func end()
+    /// While kept: hears the events an app would be relaunched for.
+    var wake: ((DaemonRestoration.Event) -> Void)? { get set }
+}
+
 /// Sessions whose client went, kept under their restore identifier until a client of the same
 /// user opens a session with it (docs/daemon.md, "Restoration"). Loop-confined (the device's
 /// loop); one per daemon, shared by its clients.
 public final class DaemonRestoration: @unchecked Sendable {
     /// What a session is kept under: its user, role and restore identifier.
     public struct Key: Hashable, Sendable {
-        public enum Role: Sendable, Hashable { case central, peripheral }
+        public enum Role: String, Sendable, Hashable { case central, peripheral }
         public var uid: UInt32
         public var role: Role
         public var identifier: String
+
+        public init(uid: UInt32, role: Role, identifier: String) {
+            self.uid = uid
+            self.role = role
+            self.identifier = identifier
+        }
+    }
+
+    /// What arrived for a kept session that its app would be relaunched for (the names are
+    /// `CB_RESTORE_EVENT`'s values).
+    public enum Event: String, Sendable, Hashable {
+        /// A central session: a notification or indication of a subscribed characteristic.
+        case notification
+        /// A central session: a pending connection completed.
+        case connected
+        /// A central session: its scan found a peripheral (the report itself is dropped; the
+        /// scan goes on).
+        case discovered
+        /// A peripheral session: a read of a value the app answers.
+        case read
+        /// A peripheral session: a write (request or command) of a value the app takes.
+        case write
+        /// A peripheral session: a central subscribed, or unsubscribed.
+        case subscribed, unsubscribed
     }
 
     /// Notifications kept per session while no client holds it; older ones are dropped (and
     /// counted in `restoreState`).
     public let parkedLimit: Int
-    private var kept: [Key: CentralSession] = [:]
+    /// Hears the first event for each kept session (once, until a client takes the session and
+    /// goes again): the daemon's `--on-event` command. Set before any client comes.
+    public var onEvent: ((Key, Event) -> Void)?
+    private var kept: [Key: any KeptSession] = [:]
+    /// Kept sessions whose first event was told already.
+    private var woken: Set<Key> = []
     private var isClosed = false
 
-    public init(parkedLimit: Int = 1024) { self.parkedLimit = parkedLimit }
+    public init(parkedLimit: Int = 1024, onEvent: ((Key, Event) -> Void)? = nil) {
+        self.parkedLimit = parkedLimit
+        self.onEvent = onEvent
+    }
 
     /// How many sessions are kept now.
     public var count: Int { kept.count }
@@ -184,13 +239,24 @@ public final class DaemonRestoration: @unchecked Sendable {
         for session in all { session.end() }
     }
 
-    func keep(_ session: CentralSession, as key: Key) {
+    func keep(_ session: any KeptSession, as key: Key) {
         guard !isClosed else { return session.end() }
         // Two clients held the same key at once: the one that went last is kept.
-        kept.updateValue(session, forKey: key)?.end()
+        if let earlier = kept.updateValue(session, forKey: key), earlier !== session { earlier.end() }
+        woken.remove(key)
+        session.wake = { [weak self, weak session] event in
+            guard let self, let session, kept[key] === session, woken.insert(key).inserted else { return }
+            onEvent?(key, event)
+        }
     }
 
-    func take(_ key: Key) -> CentralSession? { kept.removeValue(forKey: key) }
+    func take<Session: KeptSession>(_ key: Key, as type: Session.Type) -> Session? {
+        guard let session = kept[key] as? Session else { return nil }
+        kept[key] = nil
+        woken.remove(key)
+        session.wake = nil
+        return session
+    }
 }
 
 /// The daemon's connection events: one per daemon, shared by its clients' sessions.
@@ -241,8 +307,10 @@ extension DaemonMessage {
 /// stays the device's client (its links, pending connections, subscriptions and scan go on),
 /// notifications are parked, and a later session with the same key takes it over
 /// (``attach(id:send:)``) with a `restoreState` of what it kept.
-final class CentralSession: CentralServiceEvents, @unchecked Sendable {
+final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendable {
     private(set) var id: UInt32
+    /// While kept: hears the events an app would be relaunched for (`--on-event`).
+    var wake: ((DaemonRestoration.Event) -> Void)?
     let restoreIdentifier: String?
     private let service = CentralService()
     /// Where messages go; nil while no client holds the session.
@@ -289,6 +357,7 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
     /// The session is over: the service leaves the device (its scan and connections with it).
     func end() {
         sink = nil
+        wake = nil
         service.events = nil
         service.device?.removeClient(service)
         service.deviceDidStop()
@@ -309,6 +378,7 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
     /// parked notifications, in order.
     func attach(id: UInt32, send: @escaping (DaemonMessage) -> Void) {
         self.id = id
+        wake = nil
         generation += 1
         sink = send
         send(.restoreState(session: id, peers: restoredPeers(), scan: scan.map {
@@ -360,6 +430,7 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
 
     private func notify(_ peer: LEAddress, _ handle: ATTHandle, _ value: [UInt8]) {
         if let sink { return sink(.notification(session: id, peer: peer, handle: handle, value: value)) }
+        wake?(.notification)
         if parked.count >= parkedLimit {
             droppedNotifications &+= 1
             guard !parked.isEmpty else { return }
@@ -482,6 +553,8 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
     func central(_ service: any CentralRole, didDiscover peer: LEAddress, advertisement: AdvertisingData,
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
         connectionEvents?.learned(advertisement.serviceUUIDs, of: peer)
+        // Kept: dropped, but the app would be relaunched for it (the scan goes on for it).
+        if sink == nil { wake?(.discovered) }
         // The bytes as received; the client merges them as the service did.
         emit { .discovered(session: $0, peer: peer, advertisingData: raw.advertisement, scanResponse: raw.scanResponse,
                            isConnectable: isConnectable, rssi: rssi) }
@@ -500,6 +573,7 @@ final class CentralSession: CentralServiceEvents, @unchecked Sendable {
         if records[link.peer] == nil { records[link.peer] = LinkRecord() }
         // Set before returning: a link nobody takes is ended by the service.
         link.events = relay
+        if sink == nil { wake?(.connected) }
         emit { .connected(session: $0, peer: link.peer, mtu: UInt16(clamping: link.mtu)) }
     }
 

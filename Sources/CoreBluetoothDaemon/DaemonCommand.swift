@@ -9,41 +9,59 @@ import HostDevice
 import Scheduling
 import VirtualController
 
-/// `corebluetoothd [--transport SPEC] [--listen PATH]`: opens the controller SPEC names (any
-/// `CB_TRANSPORT` value; `CB_TRANSPORT`, else `virtual`, when not given) through one host
-/// device, and serves clients on the socket at PATH (default: ``DaemonSocketPath``) until
-/// SIGINT or SIGTERM. The executable is a thin entry to this.
+/// `corebluetoothd [--transport SPEC] [--listen PATH] [--on-event COMMAND]`: opens the
+/// controller SPEC names (any `CB_TRANSPORT` value; `CB_TRANSPORT`, else `virtual`, when not
+/// given) through one host device, and serves clients on the socket at PATH (default:
+/// ``DaemonSocketPath``) until SIGINT or SIGTERM; COMMAND is started when an event arrives for
+/// a restorable session no client holds (``DaemonEventCommand``). The executable is a thin
+/// entry to this.
 public enum DaemonCommand {
     public static let usage = """
-        usage: corebluetoothd [--transport SPEC] [--listen PATH]
+        usage: corebluetoothd [--transport SPEC] [--listen PATH] [--on-event COMMAND]
           --transport SPEC  the controller to own: any CB_TRANSPORT value (virtual:PATH, tcp:HOST:PORT,
                             unix:PATH, serial:DEVICE, hci:N); default $CB_TRANSPORT, else virtual
           --listen PATH     the socket clients connect to; default $XDG_RUNTIME_DIR/\(DaemonSocketPath.fileName),
                             /run/\(DaemonSocketPath.fileName) as root
+          --on-event COMMAND
+                            run `/bin/sh -c COMMAND` when an event arrives for a restorable session no
+                            process holds (once, until a process takes it and goes again), with
+                            CB_RESTORE_IDENTIFIER, CB_RESTORE_ROLE, CB_RESTORE_EVENT and CB_RESTORE_UID set
         """
 
     /// What the arguments ask for, or why they are wrong.
     public struct Options: Sendable, Equatable {
         public var transport: String
         public var listen: String
+        /// `--on-event`'s command; nil: none.
+        public var onEvent: String?
 
-        public init(transport: String, listen: String) {
+        public init(transport: String, listen: String, onEvent: String? = nil) {
             self.transport = transport
             self.listen = listen
+            self.onEvent = onEvent
         }
 
         public static func parse(_ arguments: [String], environment: [String: String],
                                  uid: UInt32) -> Result<Options, DaemonServerError> {
             var transport = environment["CB_TRANSPORT"].flatMap { $0.isEmpty ? nil : $0 } ?? "virtual"
             var listen = DaemonSocketPath.defaultPath(environment: environment, uid: uid)
+            var onEvent: String?
             var rest = arguments[...]
             while let argument = rest.popFirst() {
                 switch argument {
-                case "--transport", "--listen":
+                case "--transport", "--listen", "--on-event":
                     guard let value = rest.popFirst() else {
                         return .failure(DaemonServerError(description: "\(argument) needs a value"))
                     }
-                    if argument == "--transport" { transport = value } else { listen = value }
+                    switch argument {
+                    case "--transport": transport = value
+                    case "--listen": listen = value
+                    default:
+                        guard !value.trimmingCharacters(in: .whitespaces).isEmpty else {
+                            return .failure(DaemonServerError(description: "--on-event needs a command"))
+                        }
+                        onEvent = value
+                    }
                 default:
                     return .failure(DaemonServerError(description: "unknown argument \(argument)"))
                 }
@@ -51,7 +69,7 @@ public enum DaemonCommand {
             guard let listen else {
                 return .failure(DaemonServerError(description: "no XDG_RUNTIME_DIR to put the socket in: name one with --listen PATH"))
             }
-            return .success(Options(transport: transport, listen: listen))
+            return .success(Options(transport: transport, listen: listen, onEvent: onEvent))
         }
     }
 
@@ -92,7 +110,8 @@ public enum DaemonCommand {
         }
         let server: DaemonServer
         do {
-            server = try DaemonServer(path: options.listen, device: device, log: log)
+            server = try DaemonServer(path: options.listen, device: device,
+                                      onEvent: options.onEvent.map { DaemonEventCommand(command: $0, log: log) }, log: log)
         } catch {
             log("\(error)")
             return 1

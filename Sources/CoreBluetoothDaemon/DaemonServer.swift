@@ -36,7 +36,7 @@ public final class DaemonServer: Sendable {
     private let listenFD: Int32
     private let device: HostDevice
     /// Sessions kept for restoration (touched on the device's loop only).
-    private let restoration = DaemonRestoration()
+    private let restoration: DaemonRestoration
     /// Connection events, for every client (touched on the device's loop only).
     private let connectionEvents = DaemonConnectionEvents()
     private let log: (@Sendable (String) -> Void)?
@@ -52,12 +52,19 @@ public final class DaemonServer: Sendable {
     }
 
     /// Listens on `path` (a socket file left there is replaced only when nothing answers on it:
-    /// another daemon is not displaced). Call from any thread.
-    public init(path: String, device: HostDevice, log: (@Sendable (String) -> Void)? = nil) throws(DaemonServerError) {
+    /// another daemon is not displaced). Call from any thread. `onEvent`: the command started
+    /// when an event arrives for a kept session (`--on-event`).
+    public init(path: String, device: HostDevice, onEvent: DaemonEventCommand? = nil,
+                log: (@Sendable (String) -> Void)? = nil) throws(DaemonServerError) {
         self.path = path
         self.device = device
         self.log = log
+        restoration = DaemonRestoration(onEvent: onEvent.map { command in { key, event in command.launch(key, event: event) } })
         listenFD = try Self.listen(path: path)
+        // Connections peers make to the device are connection events too, whichever session
+        // serves them.
+        let connectionEvents = connectionEvents
+        device.loop.execute { connectionEvents.observeAcceptedConnections(on: device) }
         let thread = Thread { [self] in acceptLoop() }
         thread.name = "corebluetoothd acceptor"
         thread.start()

@@ -92,6 +92,12 @@ public enum DaemonMessage: Sendable, Hashable {
     case registerConnectionEvents(session: UInt32, services: [BluetoothUUID]?, peripherals: [LEAddress]?)
     /// Daemon → client: a matching peer connected to the device, or its last connection ended.
     case connectionEvent(session: UInt32, peer: LEAddress, connected: Bool)
+    /// Daemon → client, before the first `state` of a peripheral session opened with the
+    /// restore identifier of a session whose client went: its services as they are published
+    /// (under the keys the earlier client gave them), the advertisement it is still advertising
+    /// (nil: not advertising), and the centrals connected to it with what each is subscribed to.
+    case restorePeripheralState(session: UInt32, services: [DaemonRestoredLocalService], advertisement: DaemonAdvertisement?,
+                                centrals: [DaemonRestoredCentral])
     // MARK: Peripheral role
 
     // Client → daemon: one message per `PeripheralRole` call. Keys name the client's services,
@@ -179,6 +185,7 @@ public enum DaemonMessage: Sendable, Hashable {
         case registerConnectionEvents = 0x0040
         case restoreState = 0x8040
         case connectionEvent = 0x8041
+        case restorePeripheralState = 0x8042
         // MARK: Peripheral role
         case publish = 0x0030
         case unpublish = 0x0031
@@ -248,6 +255,7 @@ public enum DaemonMessage: Sendable, Hashable {
         case .restoreState: .restoreState
         case .registerConnectionEvents: .registerConnectionEvents
         case .connectionEvent: .connectionEvent
+        case .restorePeripheralState: .restorePeripheralState
         // MARK: Peripheral role
         case .publish: .publish
         case .unpublish: .unpublish
@@ -347,6 +355,9 @@ public enum DaemonMessage: Sendable, Hashable {
         case .registerConnectionEvents(let session, let services, let peripherals):
             w.u32(session); w.optional(services) { $0.array($1) { $0.uuid($1) } }; w.optional(peripherals) { $0.array($1) { $0.leAddress($1) } }
         case .connectionEvent(let session, let peer, let connected): w.u32(session); w.leAddress(peer); w.bool(connected)
+        case .restorePeripheralState(let session, let services, let advertisement, let centrals):
+            w.u32(session); w.array(services) { $0.restoredLocalService($1) }; w.optional(advertisement) { $0.advertisement($1) }
+            w.array(centrals) { $0.restoredCentral($1) }
         // MARK: Peripheral role
         case .publish(let session, let key, let includedKeys, let service):
             w.u32(session); w.u32(key); w.array(includedKeys) { $0.u32($1) }; w.gattService(service)
@@ -545,6 +556,10 @@ public enum DaemonMessage: Sendable, Hashable {
         case .connectionEvent:
             let session = try r.u32(), peer = try r.leAddress(), connected = try r.bool()
             return .connectionEvent(session: session, peer: peer, connected: connected)
+        case .restorePeripheralState:
+            let session = try r.u32(), services = try r.array { try $0.restoredLocalService() }
+            let advertisement = try r.optional { try $0.advertisement() }, centrals = try r.array { try $0.restoredCentral() }
+            return .restorePeripheralState(session: session, services: services, advertisement: advertisement, centrals: centrals)
         // MARK: Peripheral role
         case .publish:
             let session = try r.u32(), key = try r.u32(), included = try r.array { try $0.u32() }, service = try r.gattService()

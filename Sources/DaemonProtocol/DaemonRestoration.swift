@@ -117,3 +117,66 @@ extension ByteReader {
         return DaemonRestoredScan(services: services, solicited: solicited, allowDuplicates: try bool())
     }
 }
+
+// MARK: The peripheral role's restoration
+
+/// A service a restored peripheral session has published: the key its client gave it, the
+/// keys of the services it includes, its definition as published (included services named by
+/// `includedKeys`, not in it), and where the database placed it.
+public struct DaemonRestoredLocalService: Sendable, Hashable {
+    public var key: UInt32
+    public var includedKeys: [UInt32]
+    public var service: GATTService
+    public var handles: GATTServiceHandles
+
+    public init(key: UInt32, includedKeys: [UInt32], service: GATTService, handles: GATTServiceHandles) {
+        self.key = key
+        self.includedKeys = includedKeys
+        self.service = service
+        self.handles = handles
+    }
+}
+
+/// A central connected to a restored peripheral session: the daemon's id of it, its address,
+/// its ATT_MTU, and the value handles of the characteristics it is subscribed to.
+public struct DaemonRestoredCentral: Sendable, Hashable {
+    public var central: UInt32
+    public var peer: LEAddress
+    public var mtu: UInt16
+    public var subscribed: [ATTHandle]
+
+    public init(central: UInt32, peer: LEAddress, mtu: UInt16, subscribed: [ATTHandle]) {
+        self.central = central
+        self.peer = peer
+        self.mtu = mtu
+        self.subscribed = subscribed
+    }
+}
+
+extension ByteWriter {
+    mutating func restoredLocalService(_ value: DaemonRestoredLocalService) {
+        u32(value.key)
+        array(value.includedKeys) { $0.u32($1) }
+        gattService(value.service)
+        serviceHandles(value.handles)
+    }
+
+    mutating func restoredCentral(_ value: DaemonRestoredCentral) {
+        u32(value.central)
+        leAddress(value.peer)
+        u16(value.mtu)
+        array(value.subscribed) { $0.handle($1) }
+    }
+}
+
+extension ByteReader {
+    mutating func restoredLocalService() throws -> DaemonRestoredLocalService {
+        let key = try u32(), includedKeys = try array { try $0.u32() }, service = try gattService()
+        return DaemonRestoredLocalService(key: key, includedKeys: includedKeys, service: service, handles: try serviceHandles())
+    }
+
+    mutating func restoredCentral() throws -> DaemonRestoredCentral {
+        let central = try u32(), peer = try leAddress(), mtu = try u16()
+        return DaemonRestoredCentral(central: central, peer: peer, mtu: mtu, subscribed: try array { try $0.handle() })
+    }
+}

@@ -97,6 +97,19 @@ public final class DaemonSessionHost: @unchecked Sendable {
         return id
     }
 
+    /// Ends the connection as the process's end would (a crash, `kill -9`): no `close` for its
+    /// sessions, and no connecting again; the daemon keeps the restorable ones. Every session
+    /// hears it as a daemon that will not be reached again. For tests that play a process
+    /// dying inside one process; any thread.
+    package func abandon() {
+        loop.execute { [self] in
+            closedReason = "the connection was abandoned"
+            retry?.cancel()
+            retry = nil
+            socket.current?.close(closedReason!)
+        }
+    }
+
     /// On the loop: the session is over (its manager went).
     public func closeSession(_ id: UInt32) {
         sessions[id] = nil
@@ -163,7 +176,8 @@ extension DaemonMessage {
              .linkWriteBudget(let session, _, _), .services(let session, _, _), .includedServices(let session, _, _),
              .characteristics(let session, _, _), .descriptors(let session, _, _), .value(let session, _, _),
              .done(let session, _, _), .rssi(let session, _, _, _), .notification(let session, _, _, _),
-             .restoreState(let session, _, _, _), .connectionEvent(let session, _, _):
+             .restoreState(let session, _, _, _), .connectionEvent(let session, _, _),
+             .restorePeripheralState(let session, _, _, _):
             session
         // MARK: Peripheral role
         case .published(let session, _, _), .unpublished(let session, _, _), .advertisingStarted(let session, _, _),

@@ -30,12 +30,21 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
     /// Whether the daemon's device is on for this session.
     public var isOn: Bool { session != nil && state == 5 }
 
+    /// What a daemon kept for a restored session: its published services, its advertisement
+    /// (nil: not advertising), its connected centrals with their subscriptions.
+    public typealias Restored = (services: [DaemonRestoredLocalService], advertisement: DaemonAdvertisement?,
+                                 centrals: [DaemonRestoredCentral])
+
     /// On the loop: opens the session; `onState` gets each state the daemon reports (a
     /// `CBManagerState` raw value, and why it is not on), and `unsupported` with the reason if
-    /// the connection to the daemon ends.
-    public func open(onState: @escaping (UInt8, String?) -> Void) {
+    /// the connection to the daemon ends. With `restoreIdentifier`, the daemon keeps the
+    /// session when this process goes; and if it kept one under that identifier, `onRestore`
+    /// gets what it kept before the first state (its services are this role's, under the keys
+    /// they had; its centrals' ids are those of later events).
+    public func open(restoreIdentifier: String? = nil, onRestore: @escaping (Restored) -> Void = { _ in },
+                     onState: @escaping (UInt8, String?) -> Void) {
         let id = host.openSession({ [weak self] message in
-            self?.handle(message, onState: onState)
+            self?.handle(message, onRestore: onRestore, onState: onState)
         }, lost: { [weak self] reason, permanent in
             // The daemon went: `.resetting` while the host connects again, `.unsupported` when
             // it will not. Its database went with it: the app publishes again once on.
@@ -47,10 +56,10 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
         }, reopen: { [weak self] in
             // A daemon that came back: the session opens again there (its state follows).
             guard let self, let session else { return }
-            host.send(.openPeripheral(session: session, restoreIdentifier: nil))
+            host.send(.openPeripheral(session: session, restoreIdentifier: restoreIdentifier))
         })
         session = id
-        host.send(.openPeripheral(session: id, restoreIdentifier: nil))
+        host.send(.openPeripheral(session: id, restoreIdentifier: restoreIdentifier))
     }
 
     /// The manager went: the daemon ends the session (its services leave the database, its
@@ -134,8 +143,10 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
 
     // MARK: - Messages
 
-    private func handle(_ message: DaemonMessage, onState: (UInt8, String?) -> Void) {
+    private func handle(_ message: DaemonMessage, onRestore: (Restored) -> Void, onState: (UInt8, String?) -> Void) {
         switch message {
+        case .restorePeripheralState(_, let services, let advertisement, let centrals):
+            onRestore((services, advertisement, centrals))
         case .state(_, let newState, let reason):
             state = newState
             if !isOn { inbox.withLock { $0.reset() } }

@@ -1,8 +1,13 @@
-// A central app for the restoration test (CoreBluetoothDaemonTests, DaemonRestoreProcessTests),
-// run as a child process so that it can be killed with SIGKILL. Not part of any product.
+// A central app, and a peripheral app, for the restoration tests (CoreBluetoothDaemonTests,
+// DaemonRestoreProcessTests), run as a child process so that it can be killed with SIGKILL. Not
+// part of any product.
 //
 //     RestoreProbe SOCKET IDENTIFIER connect   scans for FEED, connects, discovers FEE1, subscribes
 //     RestoreProbe SOCKET IDENTIFIER restore   only takes what willRestoreState gives back
+//     RestoreProbe SOCKET IDENTIFIER serve     publishes FEED (FEE1 notifies), advertises it as "Feed"
+//     RestoreProbe SOCKET IDENTIFIER serve-restore
+//                                              only takes what willRestoreState gives back, then
+//                                              sends 0x42 to FEE1's subscribers once powered on
 //
 // Its managers are on the daemon at SOCKET with the restore identifier IDENTIFIER. It writes
 // one line per event on stdout ("state 5", "notifying", "value 0102", "restored ...") and runs
@@ -81,14 +86,77 @@ final class Probe: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @un
     }
 }
 
+/// The peripheral app: publishes and advertises (`serves`), or takes back what it had.
+final class PeripheralProbe: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    // Touched on the delegate queue only.
+    let serves: Bool
+    var characteristic: CBMutableCharacteristic?
+    var manager: CBPeripheralManager!
+
+    init(serves: Bool) { self.serves = serves }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, willRestoreState dict: [String: Any]) {
+        let services = dict[CBPeripheralManagerRestoredStateServicesKey] as? [CBMutableService] ?? []
+        let advertisement = dict[CBPeripheralManagerRestoredStateAdvertisementDataKey] as? [String: Any]
+        let characteristics = services.flatMap { $0.characteristics ?? [] }.compactMap { $0 as? CBMutableCharacteristic }
+        characteristic = characteristics.first
+        say("restored services=\(services.map(\.uuid.uuidString)) characteristics=\(characteristics.map(\.uuid.uuidString))"
+            + " subscribed=\(characteristics.map { $0.subscribedCentrals?.count ?? 0 })"
+            + " name=\(advertisement?[CBAdvertisementDataLocalNameKey] as? String ?? "-")"
+            + " uuids=\((advertisement?[CBAdvertisementDataServiceUUIDsKey] as? [CBUUID] ?? []).map(\.uuidString))")
+    }
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
+        say("state \(peripheral.state.rawValue) advertising=\(peripheral.isAdvertising)")
+        guard peripheral.state == .poweredOn else { return }
+        if serves {
+            let characteristic = CBMutableCharacteristic(type: CBUUID(string: "FEE1"), properties: [.notify], value: nil,
+                                                         permissions: [.readable])
+            let service = CBMutableService(type: CBUUID(string: "FEED"), primary: true)
+            service.characteristics = [characteristic]
+            self.characteristic = characteristic
+            peripheral.add(service)
+        } else if let characteristic {
+            say("updated \(peripheral.updateValue(Data([0x42]), for: characteristic, onSubscribedCentrals: nil))")
+        }
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
+        say("added \(error.map { "\($0)" } ?? "")")
+        peripheral.startAdvertising([CBAdvertisementDataLocalNameKey: "Feed", CBAdvertisementDataServiceUUIDsKey: [CBUUID(string: "FEED")]])
+    }
+
+    func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
+        say("advertising \(error.map { "\($0)" } ?? "")")
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didSubscribeTo characteristic: CBCharacteristic) {
+        say("subscribed")
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didUnsubscribeFrom characteristic: CBCharacteristic) {
+        say("unsubscribed")
+    }
+}
+
 func run() -> Never {
     let arguments = CommandLine.arguments
-    guard arguments.count == 4, ["connect", "restore"].contains(arguments[3]) else {
-        FileHandle.standardError.write(Data("usage: RestoreProbe SOCKET IDENTIFIER connect|restore\n".utf8))
+    guard arguments.count == 4, ["connect", "restore", "serve", "serve-restore"].contains(arguments[3]) else {
+        FileHandle.standardError.write(Data("usage: RestoreProbe SOCKET IDENTIFIER connect|restore|serve|serve-restore\n".utf8))
         exit(2)
     }
-    let probe = Probe(connects: arguments[3] == "connect")
     let queue = DispatchQueue(label: "probe")
+    if arguments[3].hasPrefix("serve") {
+        let probe = PeripheralProbe(serves: arguments[3] == "serve")
+        queue.sync {
+            probe.manager = CBPeripheralManager(delegate: probe, queue: queue, options: [
+                CBManagerOptionLinuxTransportKey: "daemon:\(arguments[1])",
+                CBPeripheralManagerOptionRestoreIdentifierKey: arguments[2],
+            ])
+        }
+        withExtendedLifetime(probe) { dispatchMain() }
+    }
+    let probe = Probe(connects: arguments[3] == "connect")
     queue.sync {
         probe.manager = CBCentralManager(delegate: probe, queue: queue, options: [
             CBManagerOptionLinuxTransportKey: "daemon:\(arguments[1])",

@@ -1,9 +1,12 @@
 import AssignedNumbers
 import HCI
+import HCITransport
+import HostDevice
 
 /// Connection events (`registerForConnectionEvents(options:)`; docs/daemon.md, "Connection
 /// events"): the connections of one host device made by any of its central roles (a daemon's
-/// clients' sessions, or the managers of a process sharing a controller), told to the roles
+/// clients' sessions, or the managers of a process sharing a controller), and those peers made
+/// to it (``observeAcceptedConnections(on:)``), told to the roles
 /// that registered for them, filtered by the peer's services (as advertised to, or discovered
 /// by, any of them) and by peer. One per host device (per daemon), shared by its roles.
 ///
@@ -22,6 +25,8 @@ public final class ConnectionEvents: @unchecked Sendable {
     }
 
     private var listeners: [ObjectIdentifier: (filter: Filter, tell: (LEAddress, Bool) -> Void)] = [:]
+    /// Hears the connections peers make to the device.
+    private var acceptor: AcceptedConnections?
     /// Roles connected to each peer: the peer connected when the first one is, and
     /// disconnected when the last one is not any more.
     private var users: [LEAddress: Int] = [:]
@@ -37,6 +42,16 @@ public final class ConnectionEvents: @unchecked Sendable {
     }
 
     public func unregister(_ owner: AnyObject) { listeners[ObjectIdentifier(owner)] = nil }
+
+    /// Counts every connection a peer makes to `device` (the device as peripheral: a remote
+    /// central connected to its advertising) as one role's connection, whichever client serves
+    /// it, from now until the connection ends. On the device's loop (again for a new device).
+    public func observeAcceptedConnections(on device: HostDevice) {
+        guard acceptor?.device !== device else { return }
+        let acceptor = AcceptedConnections(events: self, device: device)
+        self.acceptor = acceptor
+        device.addClient(acceptor, roles: .peripheral)
+    }
 
     /// `peer` advertises, or has, these services.
     public func learned(_ found: [BluetoothUUID], of peer: LEAddress) {
@@ -71,5 +86,37 @@ public final class ConnectionEvents: @unchecked Sendable {
             if let wanted = filter.services, wanted.isDisjoint(with: known) { continue }
             tell(peer, connected)
         }
+    }
+}
+
+/// A client of the host device in the peripheral role that serves nothing (no services, no
+/// advertising, no pairing agent: the device's agent or another owner's answers): it is an
+/// owner of every connection a peer makes, so it hears each one come and go, and tells
+/// ``ConnectionEvents``. Loop-confined.
+final class AcceptedConnections: HostDeviceClient, @unchecked Sendable {
+    private weak var events: ConnectionEvents?
+    weak var device: HostDevice?
+    private var open: [ObjectIdentifier: LEAddress] = [:]
+
+    init(events: ConnectionEvents, device: HostDevice) {
+        self.events = events
+        self.device = device
+    }
+
+    func device(_ device: HostDevice, didConnect connection: DeviceConnection) {
+        guard connection.role == .peripheral else { return }
+        guard open.updateValue(connection.peer, forKey: ObjectIdentifier(connection)) == nil else { return }
+        events?.connected(connection.peer)
+    }
+
+    func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
+        guard let peer = open.removeValue(forKey: ObjectIdentifier(connection)) else { return }
+        events?.disconnected(peer)
+    }
+
+    func device(_ device: HostDevice, didClose error: HCITransportError?) {
+        let gone = open.values
+        open = [:]
+        for peer in gone { events?.disconnected(peer) }
     }
 }

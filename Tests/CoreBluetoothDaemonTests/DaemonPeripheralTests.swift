@@ -5,6 +5,7 @@ import Foundation
 import HCI
 import HCIDriver
 import HostDevice
+import RemoteRoles
 import Scheduling
 import TestTools
 import Testing
@@ -33,7 +34,7 @@ private final class RadioAndDaemon {
     let device: HostDevice
     private var daemon: DaemonServer!
 
-    init(seed: UInt64) async throws {
+    init(seed: UInt64, onEvent: String? = nil) async throws {
         radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: seed))
         proxy = try RadioProxy(path: radioPath)
         try proxy.waitUntilJoined()
@@ -44,8 +45,11 @@ private final class RadioAndDaemon {
         proxy.loop.execute { device.start { result in started.update { $0 = (try? result.get()) != nil } } }
         _ = await eventually { started.update { $0 } != nil }
         try #require(started.update { $0 } == true)
-        daemon = try DaemonServer(path: socketPath, device: device)
+        daemon = try DaemonServer(path: socketPath, device: device, onEvent: onEvent.map { DaemonEventCommand(command: $0) })
     }
+
+    /// The clients the daemon serves now.
+    var clientCount: Int { daemon.clientCredentials.count }
 
     /// Another path to the daemon's socket: a manager on it has a connection of its own, as a
     /// second process has (managers of one process on one path share theirs).
@@ -181,6 +185,10 @@ private final class UsingCentral: NSObject, CBCentralManagerDelegate, CBPeripher
         peripheral.discoverServices(nil)
     }
 
+    func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: Error?) {
+        note("disconnected")
+    }
+
     func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: Error?) {
         for service in peripheral.services ?? [] { peripheral.discoverCharacteristics(nil, for: service) }
     }
@@ -221,6 +229,69 @@ private final class PublishingApp: NSObject, CBPeripheralManagerDelegate, @unche
     }
     /// Never answered.
     func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveRead request: CBATTRequest) { note("read") }
+}
+
+/// A peripheral app that created its manager with a restore identifier again: writes down what
+/// `willRestoreState` gives back (and keeps it), its states, and the reads it answers (0x2B).
+private final class RestoringApp: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
+    // Safe: the log and services are behind the lock; the delegate queue writes, the test reads.
+    private let lock = NSLock()
+    private var logStorage: [String] = []
+    private var servicesStorage: [CBMutableService] = []
+    var log: [String] { lock.withLock { logStorage } }
+    var services: [CBMutableService] { lock.withLock { servicesStorage } }
+    private func note(_ entry: String) { lock.withLock { logStorage.append(entry) } }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, willRestoreState dict: [String: Any]) {
+        let services = dict[CBPeripheralManagerRestoredStateServicesKey] as? [CBMutableService] ?? []
+        let advertisement = dict[CBPeripheralManagerRestoredStateAdvertisementDataKey] as? [String: Any]
+        let characteristics = services.flatMap { $0.characteristics ?? [] }.compactMap { $0 as? CBMutableCharacteristic }
+        lock.withLock { servicesStorage = services }
+        note("restored services=\(services.map(\.uuid.uuidString)) characteristics=\(characteristics.map(\.uuid.uuidString))"
+             + " values=\(characteristics.map { $0.value.map { Array($0) } ?? [] }) subscribed=\(characteristics.map { $0.subscribedCentrals?.count ?? 0 })"
+             + " name=\(advertisement?[CBAdvertisementDataLocalNameKey] as? String ?? "-")"
+             + " uuids=\((advertisement?[CBAdvertisementDataServiceUUIDsKey] as? [CBUUID] ?? []).map(\.uuidString))")
+    }
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {
+        note("state \(peripheral.state.rawValue) advertising=\(peripheral.isAdvertising)")
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveRead request: CBATTRequest) {
+        note("read \(request.characteristic.uuid)")
+        request.value = Data([0x2B])
+        peripheral.respond(to: request, withResult: .success)
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didUnsubscribeFrom characteristic: CBCharacteristic) {
+        note("unsubscribed \(characteristic.uuid)")
+    }
+}
+
+/// A central manager on the daemon that watches connection events, and scans (its discoveries
+/// tell the test that what it sent before the scan reached the daemon).
+private final class ConnectionWatcher: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
+    // Safe: everything is behind the lock; `manager` is set once before use.
+    private let lock = NSLock()
+    private var stateStorage: CBManagerState = .unknown
+    private var eventsStorage: [CBConnectionEvent] = []
+    private var discoveredStorage = false
+    var manager: CBCentralManager!
+
+    var state: CBManagerState { lock.withLock { stateStorage } }
+    var events: [CBConnectionEvent] { lock.withLock { eventsStorage } }
+    var discovered: Bool { lock.withLock { discoveredStorage } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) { lock.withLock { stateStorage = central.state } }
+
+    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral, advertisementData: [String: Any],
+                        rssi RSSI: NSNumber) {
+        lock.withLock { discoveredStorage = true }
+    }
+
+    func centralManager(_ central: CBCentralManager, connectionEventDidOccur event: CBConnectionEvent, for peripheral: CBPeripheral) {
+        lock.withLock { eventsStorage.append(event) }
+    }
 }
 
 /// A central that connects to the first device advertising `target` and discovers its whole
@@ -485,5 +556,101 @@ struct DaemonPeripheralTests {
         #expect(await eventually(timeout: .seconds(5)) { !central.values(of: name.uuid).isEmpty }, "\(central.log)")
         #expect(peripheral.state == .connected)
         #expect(!central.log.contains("disconnected"))
+    }
+
+    /// Issue 16: a peripheral manager with a restore identifier whose process ends abruptly
+    /// (here its connection to the daemon is abandoned, as a crash leaves it) keeps its services,
+    /// advertising and subscribers on the daemon; the central never sees a change; the next
+    /// manager with the identifier gets them in `willRestoreState` before its first state, and
+    /// its updates reach the central. Meanwhile a read needing the app is refused, and the
+    /// `--on-event` command runs, naming the identifier and the event.
+    @Test func aPeripheralManagerWithARestoreIdentifierGetsItsServicesAdvertisingAndSubscribersBack() async throws {
+        let marker = temporaryPath("on-event.txt")
+        let bench = try await RadioAndDaemon(seed: 0x36, onEvent: "printf '%s %s %s' \"$CB_RESTORE_IDENTIFIER\" \"$CB_RESTORE_ROLE\" "
+                                                 + "\"$CB_RESTORE_EVENT\" > \(marker).tmp && mv \(marker).tmp \(marker)")
+        defer { bench.close() }
+        let firstPath = try bench.secondPath()
+        let app = ServingApp(prefix: "FA", advertise: true)
+        app.manager = CBPeripheralManager(delegate: app, queue: DispatchQueue(label: "app"), options: [
+            CBManagerOptionLinuxTransportKey: "daemon:\(firstPath)", CBPeripheralManagerOptionRestoreIdentifierKey: "com.example.served",
+        ])
+        #expect(await eventually { app.log == ["state 5", "added ", "advertising "] }, "\(app.log)")
+
+        let central = UsingCentral(target: app.serviceUUID)
+        central.manager = CBCentralManager(delegate: central, queue: DispatchQueue(label: "central"),
+                                           options: [CBManagerOptionLinuxTransportKey: "virtual:\(bench.radioPath)"])
+        #expect(await eventually { central.characteristic(app.dynamic.uuid) != nil }, "\(central.log)")
+        let peripheral = try #require(central.peripheral)
+        let dynamic = try #require(central.characteristic(app.dynamic.uuid))
+        peripheral.setNotifyValue(true, for: dynamic)
+        #expect(await eventually { app.log.contains("subscribed \(dynamic.uuid)") && central.log.contains("notifying") })
+
+        // The process dies: its connection to the daemon ends with no goodbye.
+        try DaemonSessionHost.connecting(to: firstPath, name: "test").abandon()
+        #expect(await eventually { bench.clientCount == 0 })
+        // A read that needs the app: refused at once; the command runs for it.
+        peripheral.readValue(for: dynamic)
+        #expect(await eventually { central.log.contains { $0.hasPrefix("read failed") } }, "\(central.log)")
+        #expect(await eventually { (try? String(contentsOfFile: marker, encoding: .utf8)) == "com.example.served peripheral read" })
+
+        // The app's next process: everything back before the first state, nothing added again.
+        let restored = RestoringApp()
+        let manager = CBPeripheralManager(delegate: restored, queue: DispatchQueue(label: "restored"), options: [
+            CBManagerOptionLinuxTransportKey: "daemon:\(bench.socketPath)", CBPeripheralManagerOptionRestoreIdentifierKey: "com.example.served",
+        ])
+        #expect(await eventually { restored.log.count >= 2 }, "\(restored.log)")
+        #expect(restored.log == [
+            "restored services=[\"FA00\"] characteristics=[\"FA01\", \"FA02\"] values=[[], [7, 8]] subscribed=[1, 0] name=Served uuids=[\"FA00\"]",
+            "state 5 advertising=true",
+        ])
+        let characteristic = try #require(restored.services.first?.characteristics?.first as? CBMutableCharacteristic)
+        let subscriber = try #require(characteristic.subscribedCentrals?.first)
+        #expect(subscriber.maximumUpdateValueLength == peripheral.maximumWriteValueLength(for: .withoutResponse))
+        #expect(manager.updateValue(Data([0x55]), for: characteristic, onSubscribedCentrals: nil))
+        #expect(await eventually { central.values(of: dynamic.uuid).last == Data([0x55]) }, "\(central.values(of: dynamic.uuid))")
+        #expect(manager.updateValue(Data([0x56]), for: characteristic, onSubscribedCentrals: [subscriber]))
+        #expect(await eventually { central.values(of: dynamic.uuid).last == Data([0x56]) })
+        // Its requests reach the new process.
+        peripheral.readValue(for: dynamic)
+        #expect(await eventually { central.values(of: dynamic.uuid).last == Data([0x2B]) })
+        #expect(restored.log.last == "read \(dynamic.uuid)")
+
+        // The central never saw its subscription or link end.
+        #expect(peripheral.state == .connected && dynamic.isNotifying)
+        #expect(!central.log.contains("disconnected") && !central.log.contains("not notifying"))
+        withExtendedLifetime(manager) {}
+    }
+
+    /// A remote central connecting to a peripheral manager on the daemon is a connection event
+    /// for another client's central manager (iOS reports connections whichever app made them).
+    @Test func aRemoteCentralConnectingToAPeripheralManagerIsAConnectionEvent() async throws {
+        let bench = try await RadioAndDaemon(seed: 0x37)
+        defer { bench.close() }
+        let app = ServingApp(prefix: "FA", advertise: true)
+        app.manager = CBPeripheralManager(delegate: app, queue: DispatchQueue(label: "app"),
+                                          options: [CBManagerOptionLinuxTransportKey: "daemon:\(bench.socketPath)"])
+        #expect(await eventually { app.log == ["state 5", "added ", "advertising "] }, "\(app.log)")
+        let watcher = ConnectionWatcher()
+        watcher.manager = CBCentralManager(delegate: watcher, queue: DispatchQueue(label: "watcher"),
+                                           options: [CBManagerOptionLinuxTransportKey: "daemon:\(try bench.secondPath())"])
+        #expect(await eventually { watcher.state == .poweredOn })
+        watcher.manager.registerForConnectionEvents(options: nil)
+        // In order on the watcher's connection: once its scan reports a device on the radio (a
+        // beacon: the daemon's own advertising is not heard by its own controller), the
+        // registration is in.
+        let beacon = ServingApp(prefix: "FB", advertise: true)
+        beacon.manager = CBPeripheralManager(delegate: beacon, queue: DispatchQueue(label: "beacon"),
+                                             options: [CBManagerOptionLinuxTransportKey: "virtual:\(bench.radioPath)"])
+        watcher.manager.scanForPeripherals(withServices: [beacon.serviceUUID])
+        #expect(await eventually { watcher.discovered })
+        watcher.manager.stopScan()
+
+        let central = UsingCentral(target: app.serviceUUID)
+        central.manager = CBCentralManager(delegate: central, queue: DispatchQueue(label: "central"),
+                                           options: [CBManagerOptionLinuxTransportKey: "virtual:\(bench.radioPath)"])
+        #expect(await eventually { central.log.contains("connected") }, "\(central.log)")
+        #expect(await eventually { watcher.events == [.peerConnected] }, "\(watcher.events)")
+        central.manager.cancelPeripheralConnection(try #require(central.peripheral))
+        #expect(await eventually { watcher.events == [.peerConnected, .peerDisconnected] }, "\(watcher.events)")
     }
 }

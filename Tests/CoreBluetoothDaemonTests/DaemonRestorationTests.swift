@@ -5,6 +5,7 @@ import DaemonProtocol
 import GATT
 import HCI
 import HostDevice
+import Scheduling
 import Testing
 
 @Suite("corebluetoothd: restoration (sessions kept under their restore identifier)")
@@ -19,7 +20,8 @@ struct DaemonRestorationTests {
 
     @Test func aRestorableSessionOutlivesItsClientAndTheNextOneWithItsIdentifierGetsItBack() throws {
         let bench = try DaemonBench()
-        let restoration = DaemonRestoration(parkedLimit: 2)
+        let woken = Locked<[DaemonRestoration.Event]>([])
+        let restoration = DaemonRestoration(parkedLimit: 2, onEvent: { _, event in woken.withLock { $0.append(event) } })
         let (first, inbox) = try client(bench, "first", uid: 501, restoration: restoration)
         try first.receive(.openCentral(session: 1, restoreIdentifier: "com.example.app"))
         try bench.connect(first, inbox)
@@ -36,6 +38,8 @@ struct DaemonRestorationTests {
             bench.loop.run(for: .seconds(1))
         }
         #expect(bench.peripheral.disconnections == 0 && bench.peripheral.subscribers == 1)
+        // The registered command hears the first notification only.
+        #expect(woken.withLock { $0 } == [.notification])
 
         // Another user's session with the same identifier is a new one.
         let (stranger, strangerInbox) = try client(bench, "stranger", uid: 502, restoration: restoration)
@@ -79,7 +83,8 @@ struct DaemonRestorationTests {
 
     @Test func aPendingConnectionAndTheScanAreKeptAndASessionWithoutIdentifierIsNot() throws {
         let bench = try DaemonBench()
-        let restoration = DaemonRestoration()
+        let woken = Locked<[DaemonRestoration.Event]>([])
+        let restoration = DaemonRestoration(onEvent: { _, event in woken.withLock { $0.append(event) } })
         let (first, _) = try client(bench, "first", uid: 501, restoration: restoration)
         try first.receive(.openCentral(session: 1, restoreIdentifier: "scanner"))
         try first.receive(.openCentral(session: 2, restoreIdentifier: nil))
@@ -91,6 +96,8 @@ struct DaemonRestorationTests {
         #expect(restoration.count == 1)
         // Pending connections never time out.
         bench.loop.run(for: .seconds(60))
+        // The scan went on and found the peripheral: the registered command heard it, once.
+        #expect(woken.withLock { $0 } == [.discovered])
 
         let (second, inbox) = try client(bench, "second", uid: 501, restoration: restoration)
         try second.receive(.openCentral(session: 1, restoreIdentifier: "scanner"))

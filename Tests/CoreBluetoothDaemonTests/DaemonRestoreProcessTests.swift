@@ -68,6 +68,60 @@ private final class NotifyingPeripheral: NSObject, CBPeripheralManagerDelegate, 
     }
 }
 
+/// The central of the peripheral test, in this process on the shared radio: finds FEED,
+/// connects, subscribes to FEE1, and writes down values, and unsubscriptions or disconnections.
+private final class SubscribingCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate, @unchecked Sendable {
+    // Safe: the log and peripheral are behind the lock; `manager` is set once before use.
+    private let lock = NSLock()
+    private var logStorage: [String] = []
+    private var peripheralStorage: CBPeripheral?
+    var manager: CBCentralManager!
+
+    var log: [String] { lock.withLock { logStorage } }
+    var peripheral: CBPeripheral? { lock.withLock { peripheralStorage } }
+    private func note(_ entry: String) { lock.withLock { logStorage.append(entry) } }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) {
+        if central.state == .poweredOn { central.scanForPeripherals(withServices: [CBUUID(string: "FEED")]) }
+    }
+
+    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral, advertisementData: [String: Any],
+                        rssi RSSI: NSNumber) {
+        guard lock.withLock({ peripheralStorage == nil }) else { return }
+        lock.withLock { peripheralStorage = peripheral }
+        central.stopScan()
+        central.connect(peripheral)
+    }
+
+    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+        peripheral.delegate = self
+        peripheral.discoverServices([CBUUID(string: "FEED")])
+    }
+
+    func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: Error?) {
+        note("disconnected")
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: Error?) {
+        guard let service = peripheral.services?.first else { return note("no service") }
+        peripheral.discoverCharacteristics([CBUUID(string: "FEE1")], for: service)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: Error?) {
+        guard let characteristic = service.characteristics?.first else { return note("no characteristic") }
+        peripheral.setNotifyValue(true, for: characteristic)
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic, error: Error?) {
+        note(characteristic.isNotifying ? "notifying" : "not notifying")
+    }
+
+    func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: Error?) {
+        guard let value = characteristic.value else { return }
+        note("value " + value.map { String(format: "%02x", $0) }.joined())
+    }
+}
+
 /// Issue 16's acceptance: three processes on one shared virtual radio — this one (the
 /// peripheral), `corebluetoothd`, and a central app (RestoreProbe) with a restore identifier
 /// that is killed with SIGKILL and started again.
@@ -145,6 +199,56 @@ struct DaemonRestoreProcessTests {
 
         // The peripheral never saw its subscriber go (an unsubscription, or the link dropping).
         #expect(peripheral.subscribed == 1 && peripheral.unsubscribed == 0)
+        kill(second.processIdentifier, SIGKILL)
+        daemon.terminate()
+        #expect(await eventually(timeout: .seconds(10)) { !daemon.isRunning })
+    }
+
+    /// The peripheral side: a peripheral app (RestoreProbe serve) with a restore identifier
+    /// publishes and advertises on the daemon, this process's central subscribes, the app is
+    /// killed with SIGKILL, and its next process gets its services, subscribers and advertising
+    /// back and reaches the central, which never saw anything change.
+    @Test func aPeripheralKilledWithSIGKILLGetsItsServicesSubscribersAndAdvertisingBackInItsNextProcess() async throws {
+        for binary in [Self.daemonBinary, Self.probeBinary] {
+            try #require(FileManager.default.isExecutableFile(atPath: binary), "run `swift build` first: \(binary)")
+        }
+        let radioLoop = EventLoop(name: "shared radio", pacing: .realTime)
+        defer { radioLoop.shutdown() }
+        let radioPath = temporaryPath("restore-radio.sock")
+        let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 19))
+        defer { radioServer.close() }
+        let socketPath = temporaryPath("corebluetoothd.sock")
+        let daemonLog = ChildOutput()
+        let daemon = try launch(Self.daemonBinary, ["--transport", "virtual:\(radioPath)", "--listen", socketPath],
+                                output: ChildOutput(), errors: daemonLog)
+        defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+        #expect(await eventually(timeout: .seconds(10)) { daemonAccepts(socketPath) })
+
+        let firstOutput = ChildOutput()
+        let first = try launch(Self.probeBinary, [socketPath, "com.example.serve", "serve"], output: firstOutput)
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
+        #expect(await eventually(timeout: .seconds(10)) { firstOutput.lines.contains("advertising ") }, "\(firstOutput.lines)")
+
+        let central = SubscribingCentral()
+        central.manager = CBCentralManager(delegate: central, queue: DispatchQueue(label: "central"),
+                                           options: [CBManagerOptionLinuxTransportKey: "virtual:\(radioPath)"])
+        #expect(await eventually(timeout: .seconds(20)) { central.log.contains("notifying") && firstOutput.lines.contains("subscribed") },
+                "\(central.log) \(firstOutput.lines)")
+        kill(first.processIdentifier, SIGKILL)
+        let pid = first.processIdentifier
+        #expect(await eventually(timeout: .seconds(5)) { daemonLog.lines.contains { $0.contains("client pid \(pid) left") } },
+                "\(daemonLog.lines)")
+
+        let secondOutput = ChildOutput()
+        let second = try launch(Self.probeBinary, [socketPath, "com.example.serve", "serve-restore"], output: secondOutput)
+        defer { if second.isRunning { kill(second.processIdentifier, SIGKILL) } }
+        #expect(await eventually(timeout: .seconds(10)) { central.log.contains("value 42") }, "\(central.log) \(secondOutput.lines)")
+        #expect(secondOutput.lines == [
+            "restored services=[\"FEED\"] characteristics=[\"FEE1\"] subscribed=[1] name=Feed uuids=[\"FEED\"]",
+            "state 5 advertising=true", "updated true",
+        ])
+        #expect(central.log == ["notifying", "value 42"])
+        #expect(central.peripheral?.state == .connected)
         kill(second.processIdentifier, SIGKILL)
         daemon.terminate()
         #expect(await eventually(timeout: .seconds(10)) { !daemon.isRunning })

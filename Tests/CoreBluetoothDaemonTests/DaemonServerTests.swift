@@ -142,5 +142,14 @@ struct DaemonServerTests {
         if case .success = DaemonCommand.Options.parse(["--listen"], environment: [:], uid: 0) { Issue.record("a missing value is an error") }
         #expect(DaemonCommand.Options.parse([], environment: ["CB_TRANSPORT": "tcp:localhost:9000"], uid: 0)
             == .success(.init(transport: "tcp:localhost:9000", listen: "/run/corebluetoothd.sock")))
+        #expect(DaemonCommand.Options.parse(["--listen", "/tmp/d.sock", "--on-event", "relaunch.sh"], environment: [:], uid: 0)
+            == .success(.init(transport: "virtual", listen: "/tmp/d.sock", onEvent: "relaunch.sh")))
+        if case .success = DaemonCommand.Options.parse(["--listen", "/tmp/d.sock", "--on-event", " "], environment: [:], uid: 0) {
+            Issue.record("an empty command is an error")
+        }
+        let key = DaemonRestoration.Key(uid: 1000, role: .peripheral, identifier: "com.example.app")
+        let environment = DaemonEventCommand.environment(for: key, event: .subscribed, base: ["PATH": "/bin"])
+        #expect(environment == ["PATH": "/bin", "CB_RESTORE_IDENTIFIER": "com.example.app", "CB_RESTORE_ROLE": "peripheral",
+                                "CB_RESTORE_EVENT": "subscribed", "CB_RESTORE_UID": "1000"])
     }
 }

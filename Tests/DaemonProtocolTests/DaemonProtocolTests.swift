@@ -99,6 +99,18 @@ struct DaemonProtocolTests {
         .registerConnectionEvents(session: 1, services: [heartRate], peripherals: [peer]),
         .connectionEvent(session: 1, peer: peer, connected: true),
         .connectionEvent(session: 1, peer: peer, connected: false),
+        .restorePeripheralState(session: 5, services: [], advertisement: nil, centrals: []),
+        .restorePeripheralState(session: 5, services: [
+            DaemonRestoredLocalService(key: 1, includedKeys: [], service: publishedService, handles: GATTServiceHandles(
+                id: GATTServiceID(rawValue: 3), range: 0x0010...0x0016, includes: [],
+                characteristics: [GATTCharacteristicHandles(declaration: 0x0011, value: 0x0012, clientConfiguration: 0x0013,
+                                                            descriptors: [0x0014])])),
+            DaemonRestoredLocalService(key: 2, includedKeys: [1], service: GATTService(uuid: custom, isPrimary: false),
+                                       handles: GATTServiceHandles(id: GATTServiceID(rawValue: 4), range: 0x0017...0x0018,
+                                                                   includes: [0x0018], characteristics: [])),
+        ], advertisement: DaemonAdvertisement(name: "Feed", serviceUUIDs: [heartRate], manufacturerData: nil, raw: nil),
+           centrals: [DaemonRestoredCentral(central: 40, peer: peer, mtu: 185, subscribed: [0x0012]),
+                      DaemonRestoredCentral(central: 41, peer: peer, mtu: 23, subscribed: [])]),
         // MARK: Peripheral role
         .publish(session: 2, key: 1, includedKeys: [], service: publishedService),
         .publish(session: 2, key: 2, includedKeys: [1, 7], service: GATTService(uuid: custom, isPrimary: false)),

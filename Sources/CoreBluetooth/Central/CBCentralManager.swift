@@ -421,10 +421,11 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// with any of the `.serviceUUIDs` (advertised or discovered) and among the
     /// `.peripheralUUIDs` (each: any when absent).
     ///
-    /// On Linux this reports the connections the device's central managers make: those of
+    /// On Linux this reports the connections the device's central managers make — those of
     /// every client of `corebluetoothd` for a manager on it (`CB_TRANSPORT=daemon`), else those
     /// of the managers of this process sharing its controller (an external one: on the virtual
-    /// radio each manager is a device of its own).
+    /// radio each manager is a device of its own) — and those remote centrals make to the
+    /// device (it as peripheral), whichever peripheral manager serves them.
     open func registerForConnectionEvents(options: [CBConnectionEventMatchingOption: Any]? = nil) {
         let services = (options?[.serviceUUIDs] as? [CBUUID]).map { $0.map(\.bluetoothUUID) }
         let store = identifiers

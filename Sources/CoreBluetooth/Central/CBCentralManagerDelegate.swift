@@ -5,7 +5,10 @@ import Foundation
 public protocol CBCentralManagerDelegate: NSObjectProtocol {
     /// The manager's `state` changed (also once soon after the manager is made).
     func centralManagerDidUpdateState(_ central: CBCentralManager)
-    /// State restoration (not done on Linux; present so that code implementing it compiles).
+    /// State restoration: on `corebluetoothd` (`CB_TRANSPORT=daemon`), a manager created with
+    /// `CBCentralManagerOptionRestoreIdentifierKey` gets what the daemon kept for that
+    /// identifier when an earlier process went, before its first state update. Without a
+    /// daemon it is never called.
     func centralManager(_ central: CBCentralManager, willRestoreState dict: [String: Any])
     /// A peripheral advertised (coalesced per device unless duplicates are allowed).
     func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,

@@ -20,6 +20,10 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// The peripheral role on `corebluetoothd` instead, when the manager's transport names it:
     /// set once in init, before the manager is shared.
     private var remoteRole: RemotePeripheralRole?
+    /// `CBPeripheralManagerOptionRestoreIdentifierKey`: on a daemon, what the daemon keeps for
+    /// this manager when the process goes (services, advertising, subscribers), and gives back
+    /// to the next manager with it.
+    private let restoreIdentifier: String?
     /// What the API calls: the role-service boundary (the in-process service, whose life on
     /// the device stays with `service`, or the daemon's).
     private var role: any PeripheralRole { remoteRole ?? service }
@@ -45,6 +49,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// A peripheral manager calling `delegate` on `queue` (the main queue when nil), with init
     /// options (`CBPeripheralManagerOption…Key`, and the Linux extensions `CBManagerOptionLinux…Key`).
     public init(delegate: CBPeripheralManagerDelegate?, queue: DispatchQueue?, options: [String: Any]? = nil) {
+        restoreIdentifier = options?[CBPeripheralManagerOptionRestoreIdentifierKey] as? String
         super.init(queue: queue, options: options)
         delegateStorage = delegate
         events.manager = self
@@ -66,14 +71,20 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     override func startRemote(_ remote: DaemonSessionHost) {
         guard let remoteRole else { return }
         let events = self.events
+        let identifier = restoreIdentifier
         remote.loop.execute { [weak self] in
-            remoteRole.open { state, reason in
+            remoteRole.open(restoreIdentifier: identifier, onRestore: { restored in
+                // Before the first state, as on iOS.
+                guard let self else { return }
+                let state = Unchecked(events.restore(restored))
+                self.deliver { manager, delegate in delegate.peripheralManager(manager, willRestoreState: state.value) }
+            }, onState: { state, reason in
                 guard let self else { return }
                 // What the device's stop does in the process (the daemon dropped the
                 // session's services, advertising and centrals).
                 if state != CBManagerState.poweredOn.rawValue { events.deviceDidStop() }
                 self.deliverRemoteState(Int(state), reason: reason)
-            }
+            })
         }
     }
 

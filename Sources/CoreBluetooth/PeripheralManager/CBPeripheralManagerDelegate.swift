@@ -5,7 +5,10 @@ import Foundation
 public protocol CBPeripheralManagerDelegate: NSObjectProtocol {
     /// The manager's `state` changed (also once soon after the manager is made).
     func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager)
-    /// State restoration (not done on Linux; present so that code implementing it compiles).
+    /// State restoration: on `corebluetoothd` (`CB_TRANSPORT=daemon`), a manager created with
+    /// `CBPeripheralManagerOptionRestoreIdentifierKey` gets what the daemon kept for that
+    /// identifier when an earlier process went, before its first state update. Without a
+    /// daemon it is never called.
     func peripheralManager(_ peripheral: CBPeripheralManager, willRestoreState dict: [String: Any])
     /// The result of `startAdvertising(_:)`.
     func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?)

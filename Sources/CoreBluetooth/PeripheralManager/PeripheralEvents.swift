@@ -1,10 +1,13 @@
 import ATT
+import AssignedNumbers
 import Bonding
+import DaemonProtocol
 import Foundation
 import GATT
 import HCI
 import HCITransport
 import HostDevice
+import RemoteRoles
 import RoleServices
 import Scheduling
 
@@ -282,5 +285,103 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     func peripheralReadyToUpdateSubscribers(_ roleService: any PeripheralRole) {
         deliver { manager, delegate in delegate.peripheralManagerIsReady(toUpdateSubscribers: manager) }
+    }
+}
+
+// MARK: - Restoration
+
+extension PeripheralEvents {
+    /// On the loop, before the first state: what `corebluetoothd` kept for this manager's
+    /// restore identifier when an earlier process went. Makes the app's objects again — each
+    /// service a `CBMutableService` with its characteristics (their cached values, properties,
+    /// permissions, descriptors, handles, and `subscribedCentrals` as the daemon has them), the
+    /// centrals connected — takes them as this manager's published services under the keys the
+    /// daemon knows them by, and returns `peripheralManager(_:willRestoreState:)`'s dictionary
+    /// with Apple's keys.
+    func restore(_ restored: RemotePeripheralRole.Restored) -> [String: Any] {
+        guard let manager else { return [:] }
+        let identifiers = manager.device?.identifiers ?? .persistent
+        for central in restored.centrals {
+            let id = Int(central.central)
+            centrals[id] = CBCentral(identifier: identifiers.assignIdentifier(for: central.peer), centralID: id,
+                                     maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: Int(central.mtu)))
+        }
+        var objects: [UInt32: CBMutableService] = [:]
+        var services: [CBMutableService] = []
+        for kept in restored.services {
+            let service = CBMutableService(type: CBUUID(bluetoothUUID: kept.service.uuid), primary: kept.service.isPrimary)
+            var characteristics: [(CBMutableCharacteristic, ATTHandle)] = []
+            for (definition, placed) in zip(kept.service.characteristics, kept.handles.characteristics) {
+                let characteristic = Self.characteristic(definition)
+                synchronized {
+                    characteristic.declarationHandle = placed.declaration.rawValue
+                    characteristic.valueHandle = placed.value.rawValue
+                }
+                characteristics.append((characteristic, placed.value))
+                characteristicsByHandle[placed.value] = characteristic
+                handlesByCharacteristic[ObjectIdentifier(characteristic)] = placed.value
+            }
+            let range = kept.handles.range
+            synchronized { service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue }
+            service.characteristics = characteristics.map(\.0)
+            let key = Int(kept.key)
+            keysByService[ObjectIdentifier(service)] = key
+            published[key] = PublishedService(service: service, characteristics: characteristics)
+            nextKey = max(nextKey, key)
+            objects[kept.key] = service
+            services.append(service)
+        }
+        for kept in restored.services {
+            guard let service = objects[kept.key], !kept.includedKeys.isEmpty else { continue }
+            service.includedServices = kept.includedKeys.compactMap { objects[$0] }
+        }
+        for central in restored.centrals {
+            guard let object = centrals[Int(central.central)] else { continue }
+            for handle in central.subscribed {
+                guard let characteristic = characteristicsByHandle[handle] else { continue }
+                synchronized { characteristic.subscribedCentralsStorage = (characteristic.subscribedCentralsStorage ?? []) + [object] }
+            }
+        }
+        var state: [String: Any] = [CBPeripheralManagerRestoredStateServicesKey: services]
+        if let advertisement = restored.advertisement {
+            manager.setAdvertisingFlag(true)
+            state[CBPeripheralManagerRestoredStateAdvertisementDataKey] = Self.advertisementData(advertisement)
+        }
+        return state
+    }
+
+    /// A published characteristic as the app made it (the inverse of `ServiceBlueprint.convert`).
+    private static func characteristic(_ definition: GATTCharacteristic) -> CBMutableCharacteristic {
+        var properties = CBCharacteristicProperties(rawValue: UInt(definition.properties.rawValue & 0x3E))
+        if definition.clientConfigurationPermissions.contains(.writeEncryptionRequired) {
+            if properties.contains(.notify) { properties.remove(.notify); properties.insert(.notifyEncryptionRequired) }
+            if properties.contains(.indicate) { properties.remove(.indicate); properties.insert(.indicateEncryptionRequired) }
+        }
+        let permissions = CBAttributePermissions(rawValue: UInt(definition.permissions.rawValue & 0x0F))
+        let characteristic = CBMutableCharacteristic(type: CBUUID(bluetoothUUID: definition.uuid), properties: properties,
+                                                     value: definition.value.storedBytes.map { Data($0) }, permissions: permissions)
+        if !definition.descriptors.isEmpty {
+            characteristic.descriptors = definition.descriptors.map { descriptor in
+                let bytes = descriptor.value.storedBytes ?? []
+                let value: Any = descriptor.uuid == .characteristicUserDescription ? String(decoding: bytes, as: UTF8.self) : Data(bytes)
+                return CBMutableDescriptor(type: CBUUID(bluetoothUUID: descriptor.uuid), value: value)
+            }
+        }
+        return characteristic
+    }
+
+    /// The dictionary `startAdvertising(_:)` was given, as far as the daemon kept it.
+    private static func advertisementData(_ advertisement: DaemonAdvertisement) -> [String: Any] {
+        var data: [String: Any] = [:]
+        if let name = advertisement.name { data[CBAdvertisementDataLocalNameKey] = name }
+        if !advertisement.serviceUUIDs.isEmpty {
+            data[CBAdvertisementDataServiceUUIDsKey] = advertisement.serviceUUIDs.map { CBUUID(bluetoothUUID: $0) }
+        }
+        if let manufacturer = advertisement.manufacturerData { data[CBAdvertisementDataLinuxManufacturerDataKey] = Data(manufacturer) }
+        if let raw = advertisement.raw {
+            data[CBAdvertisementDataLinuxAdvertisingDataKey] = Data(raw.advertisement)
+            if !raw.scanResponse.isEmpty { data[CBAdvertisementDataLinuxScanResponseDataKey] = Data(raw.scanResponse) }
+        }
+        return data
     }
 }

@@ -268,6 +268,8 @@ final class LocalDevice: @unchecked Sendable {
         if let size = minimumKeySize.current { device.securityConfiguration.minimumKeySize = size }
         if let pairs = pairsOnRefusal.current { device.raisesSecurityOnRefusal = pairs }
         hostDevice = device
+        // Connections remote centrals make to the device are connection events too.
+        connectionEvents.observeAcceptedConnections(on: device)
         device.start { [self] result in
             switch result {
             case .success:
