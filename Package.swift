@@ -34,6 +34,8 @@ let package = Package(
         .library(name: "CoreBluetooth", targets: ["CoreBluetooth"]),
         // Linux extension: async/await and AsyncSequence beside Apple's delegate API.
         .library(name: "CoreBluetoothAsync", targets: ["CoreBluetoothAsync"]),
+        // The stack's logger labels and levels (an app bootstrapping its own swift-log handler).
+        .library(name: "StackLogging", targets: ["StackLogging"]),
         .executable(name: "cbtool", targets: ["cbtool"]),
         .executable(name: "cbbench", targets: ["cbbench"]),
         // One controller shared by processes (docs/daemon.md).
@@ -46,10 +48,17 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         // `cbtool lint`'s parser (the toolchain's own Swift grammar); 603 matches Swift 6.3.
         .package(url: "https://github.com/swiftlang/swift-syntax.git", from: "603.0.1"),
+        // The stack's diagnostics: one Logger per layer (StackLogging); an app bootstraps its own handler.
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: exampleTargets + [
         // Little-endian readers/writers shared by every codec.
         .target(name: "ByteCoding"),
+        // The stack's loggers: one label per layer (corebluetooth.hci, .l2cap, .att, …), the level
+        // CB_LOG picks, and the standard-error handler the executables bootstrap.
+        .target(name: "StackLogging", dependencies: ["Scheduling", .product(name: "Logging", package: "swift-log")]),
+        // A log handler recording what it is given, for tests (not part of any product).
+        .target(name: "LogTesting", dependencies: ["StackLogging", "Scheduling", .product(name: "Logging", package: "swift-log")]),
         // Serial event loops with a virtual clock: the one executor each controller + host runs on.
         .target(name: "Scheduling"),
         // The LE security toolbox (Core spec Vol 3 Part H §2.2): e, and later AES-CMAC, f4–f6, ah.
@@ -58,16 +67,16 @@ let package = Package(
             .product(name: "CryptoExtras", package: "swift-crypto"),
         ]),
         // The Security Manager (Vol 3 Part H): SMP PDUs and per-link pairing sessions in both roles.
-        .target(name: "SMP", dependencies: ["ByteCoding", "HCI", "Scheduling", "LECrypto"]),
+        .target(name: "SMP", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"), "ByteCoding", "HCI", "Scheduling", "LECrypto"]),
         // The Security Manager's bond store: keys and per-client GATT state per peer identity, one
         // JSON file per controller identity, written atomically off the caller's thread; and the
         // identifier store (Core Bluetooth's identifiers by identity address, merged across
         // processes under a file lock).
-        .target(name: "Bonding", dependencies: ["HCI", "SMP", "LECrypto", "Scheduling"]),
+        .target(name: "Bonding", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"), "HCI", "SMP", "LECrypto", "Scheduling"]),
         // A child process for BondingTests: rewrites a bond store until killed (the kill -9 test),
         // or hands out identifiers (two writers of one identifier store at once). Not part of any
         // product.
-        .executableTarget(name: "BondStoreStressWriter", dependencies: ["Bonding", "HCI", "SMP"]),
+        .executableTarget(name: "BondStoreStressWriter", dependencies: ["StackLogging", "Bonding", "HCI", "SMP"]),
         // HCI packets (Vol 4 Part E): commands, events, ACL; one encoder and one decoder each.
         .target(name: "HCI", dependencies: ["ByteCoding"]),
         // H4 byte streams (TCP, Unix, UART, Linux user channel) and btsnoop captures.
@@ -87,25 +96,25 @@ let package = Package(
             "TestTools", "HCITransport", "HCI", "Scheduling", "ATT", "HostStack", "VirtualController", "CoreBluetooth",
         ]),
         // The host side of HCI: command flow control and timeouts, ACL credits, fragmentation.
-        .target(name: "HCIDriver", dependencies: ["HCI", "HCITransport", "Scheduling"]),
+        .target(name: "HCIDriver", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"), "HCI", "HCITransport", "Scheduling"]),
         // Our software LE link layer behind a real HCI interface, and the virtual radio linking them.
-        .target(name: "VirtualController", dependencies: ["HCI", "HCITransport", "Scheduling", "LECrypto"]),
+        .target(name: "VirtualController", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"), "HCI", "HCITransport", "Scheduling", "LECrypto"]),
         // L2CAP on LE-U (Vol 3 Part A): fixed channels, LE signalling, later credit-based channels.
-        .target(name: "L2CAP", dependencies: ["ByteCoding", "HCI", "Scheduling"]),
+        .target(name: "L2CAP", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"), "ByteCoding", "HCI", "Scheduling"]),
         // The LE host on one controller: HCI driver + L2CAP links + GAP procedures (scan,
         // advertise, connect, encrypt), extended commands when the controller has them.
-        .target(name: "HostStack", dependencies: ["HCI", "HCIDriver", "HCITransport", "L2CAP", "Scheduling"]),
+        .target(name: "HostStack", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"), "HCI", "HCIDriver", "HCITransport", "L2CAP", "Scheduling"]),
         // The host on one controller, shared by every user of it (each Core Bluetooth manager, in
         // both roles): LEHost, the one GATT server and database, and per connection the ATT
         // bearer, GATT client and server connection; merged scans, connection ownership,
         // advertising sets, merged services.
-        .target(name: "HostDevice", dependencies: [
+        .target(name: "HostDevice", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"),
             "HCI", "HCIDriver", "HCITransport", "HostStack", "L2CAP", "ATT", "GATT", "Scheduling", "SMP", "LECrypto", "Bonding",
         ]),
         // The role services over the host device (central now; the peripheral role next): what
         // an API client asks and hears, in plain values (addresses, handles, bytes), the boundary
         // a daemon carries between processes. API objects are made only above it.
-        .target(name: "RoleServices", dependencies: [
+        .target(name: "RoleServices", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"),
             "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
             "SMP", "L2CAP",
         ]),
@@ -114,12 +123,12 @@ let package = Package(
         .target(name: "DaemonProtocol", dependencies: ["ByteCoding", "HCI", "AssignedNumbers", "ATT", "GATT", "Scheduling"]),
         // corebluetoothd's side of the protocol: a client's sessions (one role service each)
         // on the daemon's host device, messages in and out.
-        .target(name: "CoreBluetoothDaemon", dependencies: [
+        .target(name: "CoreBluetoothDaemon", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"),
             "DaemonProtocol", "RoleServices", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT",
             "AssignedNumbers", "Scheduling", "VirtualController",
         ]),
         // The daemon: a thin entry to CoreBluetoothDaemon's command.
-        .executableTarget(name: "corebluetoothd", dependencies: ["CoreBluetoothDaemon"]),
+        .executableTarget(name: "corebluetoothd", dependencies: ["StackLogging", "CoreBluetoothDaemon"]),
         // A central app for the restoration test of CoreBluetoothDaemonTests, run as a child
         // process to be killed with SIGKILL. Not part of any product.
         .executableTarget(name: "RestoreProbe", dependencies: ["CoreBluetooth"]),
@@ -131,15 +140,15 @@ let package = Package(
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
         // The Attribute Protocol (Vol 3 Part F): every PDU, and the bearer over L2CAP.
-        .target(name: "ATT", dependencies: ["ByteCoding", "AssignedNumbers", "HCI", "L2CAP", "Scheduling"]),
+        .target(name: "ATT", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"), "ByteCoding", "AssignedNumbers", "HCI", "L2CAP", "Scheduling"]),
         // GATT (Vol 3 Part G): the attribute database and server, and the client procedures.
-        .target(name: "GATT", dependencies: [
+        .target(name: "GATT", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"),
             "ByteCoding", "AssignedNumbers", "ATT", "HCI", "L2CAP", "Scheduling", "LECrypto",
         ]),
         // GAP (Vol 3 Part C, CSS Part A): advertising data and address types.
         .target(name: "GAP", dependencies: ["ByteCoding", "AssignedNumbers", "HCI"]),
         // Apple's Core Bluetooth API (names, raw values, keys, errors) on top of the host stack.
-        .target(name: "CoreBluetooth", dependencies: [
+        .target(name: "CoreBluetooth", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"),
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
             "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding", "DaemonProtocol",
             "RemoteRoles",
@@ -156,33 +165,34 @@ let package = Package(
         ]),
         // cbtool's commands (demo, scan, explore, read/write/subscribe, simulate, radio, and the
         // raw-HCI ones), as a library so that tests run them in-process.
-        .target(name: "CBTool", dependencies: [
+        .target(name: "CBTool", dependencies: ["StackLogging",
             "CoreBluetooth", "HCI", "HCITransport", "HCIDriver", "VirtualController", "Scheduling", "DelegateLint",
             // spec-from-capture decodes captures with the stack's own decoders.
             "ATT", "L2CAP", "GAP", "AssignedNumbers",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // The command-line tool: a thin entry to CBTool.
-        .executableTarget(name: "cbtool", dependencies: ["CBTool"]),
+        .executableTarget(name: "cbtool", dependencies: ["StackLogging", "CBTool"]),
         // Benchmarks (release builds): figures recorded in BENCHMARKS.md.
-        .executableTarget(name: "cbbench", dependencies: [
+        .executableTarget(name: "cbbench", dependencies: ["StackLogging",
             "CoreBluetooth", "HCI", "VirtualController",
         ]),
 
+        .testTarget(name: "StackLoggingTests", dependencies: ["StackLogging", "LogTesting", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ByteCodingTests", dependencies: ["ByteCoding"]),
         .testTarget(name: "SchedulingTests", dependencies: ["Scheduling"]),
         .testTarget(name: "LECryptoTests", dependencies: ["LECrypto"]),
-        .testTarget(name: "SMPTests", dependencies: ["SMP", "LECrypto", "HCI", "ByteCoding", "Scheduling"]),
+        .testTarget(name: "SMPTests", dependencies: ["LogTesting", "StackLogging", .product(name: "Logging", package: "swift-log"), "SMP", "LECrypto", "HCI", "ByteCoding", "Scheduling"]),
         // Runs BondStoreStressWriter (built beside the tests) as separate processes: to kill, and
         // two writing at once.
-        .testTarget(name: "BondingTests", dependencies: ["Bonding", "SMP", "HCI", "LECrypto"]),
+        .testTarget(name: "BondingTests", dependencies: ["LogTesting", "StackLogging", .product(name: "Logging", package: "swift-log"), "Bonding", "SMP", "HCI", "LECrypto"]),
         .testTarget(name: "HCITests", dependencies: ["HCI", "ByteCoding", "Scheduling"]),
         .testTarget(name: "HCITransportTests", dependencies: [
             "HCITransport", "HCI", "ByteCoding", "Scheduling", "HCITesting", "TestTools",
         ]),
-        .testTarget(name: "L2CAPTests", dependencies: ["L2CAP", "HCI", "Scheduling", "ByteCoding", "L2CAPTesting"]),
+        .testTarget(name: "L2CAPTests", dependencies: ["LogTesting", "StackLogging", .product(name: "Logging", package: "swift-log"), "L2CAP", "HCI", "Scheduling", "ByteCoding", "L2CAPTesting"]),
         // The host device's client rules, with virtual controllers on a virtual radio.
-        .testTarget(name: "HostDeviceTests", dependencies: [
+        .testTarget(name: "HostDeviceTests", dependencies: ["LogTesting", "StackLogging", .product(name: "Logging", package: "swift-log"),
             "HostDevice", "HostStack", "GATT", "ATT", "HCI", "HCITransport", "Scheduling", "VirtualController", "SMP",
             "Bonding",
         ]),
@@ -204,7 +214,7 @@ let package = Package(
             "CoreBluetoothDaemon", "DaemonProtocol", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GATT", "ATT",
             "AssignedNumbers", "Scheduling", "VirtualController", "CoreBluetooth", "TestTools", "RemoteRoles", "GAP",
         ]),
-        .testTarget(name: "ATTTests", dependencies: [
+        .testTarget(name: "ATTTests", dependencies: ["LogTesting", "StackLogging", .product(name: "Logging", package: "swift-log"),
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",
             "HCITransport", "ATTTesting", "TestSupport",
         ]),
@@ -228,7 +238,7 @@ let package = Package(
         .testTarget(name: "CBToolTests", dependencies: ["CBTool", "CoreBluetooth", "DelegateLint", "TestTools"], exclude: ["LintSamples"]),
         // The example apps end to end, both sides on a virtual radio.
         .testTarget(name: "ExampleAppsTests", dependencies: ["ExampleApps", "AsyncExampleApps", "CoreBluetooth", "TestTools"]),
-        .testTarget(name: "HCIDriverTests", dependencies: ["HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
+        .testTarget(name: "HCIDriverTests", dependencies: ["LogTesting", "StackLogging", .product(name: "Logging", package: "swift-log"), "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting"]),
         // LECrypto to check the resolvable private addresses the controller makes.
         .testTarget(name: "VirtualControllerTests", dependencies: [
             "VirtualController", "HCIDriver", "HCI", "HCITransport", "Scheduling", "HCITesting", "TestTools", "LECrypto",

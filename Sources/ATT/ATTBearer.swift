@@ -1,6 +1,8 @@
 import HCI
 import L2CAP
+import Logging
 import Scheduling
+import StackLogging
 
 /// Why an ATT operation failed.
 public enum ATTBearerError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -86,8 +88,10 @@ public final class ATTBearer: @unchecked Sendable {
 
     public let loop: EventLoop
     @exclusivity(unchecked) private weak var channel: (any ATTChannel)?
-    /// Logs what the bearer drops or rejects; nil logs nothing.
-    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.att` (tagged with the link by its owner): timeouts, error responses, and
+    /// what the bearer drops or rejects. Never a copy per PDU: messages are built only when
+    /// their level is on.
+    @exclusivity(unchecked) public var logger: Logger
 
     // MARK: Configuration
 
@@ -202,10 +206,11 @@ public final class ATTBearer: @unchecked Sendable {
     @exclusivity(unchecked) private var outstandingIndication: (indication: PendingIndication, timer: TimerHandle)?
 
     /// A bearer on `channel`, which it takes over (its `onReceive`, `onClose`, `onCanSendMore`).
-    /// The channel is held weakly: its link owns it.
-    public init(channel: any ATTChannel, loop: EventLoop) {
+    /// The channel is held weakly: its link owns it. `logger`: the owner's, tagged with the link.
+    public init(channel: any ATTChannel, loop: EventLoop, logger: Logger = StackLogging.standard.logger(.att)) {
         self.channel = channel
         self.loop = loop
+        self.logger = logger
         channel.onReceive = { [weak self] in self?.receive($0) }
         channel.onClose = { [weak self] in self?.shutDown(.disconnected) }
         channel.onCanSendMore = { [weak self] in self?.channelCanSendMore() }
@@ -251,7 +256,7 @@ public final class ATTBearer: @unchecked Sendable {
         guard isOpen, pdu.isCommand else { return false }
         let bytes = pdu.encode()
         guard bytes.count <= mtu else {
-            log?("\(pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); not sent")
+            logger.warning("\(pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); not sent")
             return false
         }
         return sendUnacknowledged(bytes)
@@ -279,13 +284,13 @@ public final class ATTBearer: @unchecked Sendable {
     private func requestTimedOut() {
         guard let request = outstandingRequest?.request else { return }
         outstandingRequest = nil
-        log?("\(request.pdu.opcode.name) got no response within \(transactionTimeout); bearer closed")
+        logger.warning("\(request.pdu.opcode.name) got no response within \(transactionTimeout); bearer closed")
         shutDown(.transactionTimeout) { request.completion(.failure(.timeout)) }
     }
 
     private func receiveResponse(_ bytes: [UInt8], _ opcode: ATTOpcode) {
         guard let outstanding = outstandingRequest else {
-            log?("protocol violation: \(opcode.name) with no request outstanding; dropped")
+            logger.debug("protocol violation: \(opcode.name) with no request outstanding; dropped")
             return
         }
         outstanding.timer.cancel()
@@ -294,7 +299,7 @@ public final class ATTBearer: @unchecked Sendable {
         let result = match(bytes, opcode, to: request.pdu)
         if case .failure(.errorResponse(let error)) = result, !request.isRetry, Self.asksForSecurity(error.errorCode),
            let raise = onInsufficientSecurity {
-            log?("\(request.pdu.opcode.name) needs more security (\(error.errorCode)); raising it, then retrying")
+            logger.debug("\(request.pdu.opcode.name) needs more security (\(error.errorCode)); raising it, then retrying")
             var held = request
             held.isRetry = true
             heldForSecurity = held
@@ -307,7 +312,7 @@ public final class ATTBearer: @unchecked Sendable {
             }
             return
         }
-        if case .failure(let error) = result { log?("\(error)") }
+        if case .failure(let error) = result { logger.debug("\(request.pdu.opcode.name): \(error)") }
         request.completion(result)
         sendNextRequest()
     }
@@ -371,7 +376,7 @@ public final class ATTBearer: @unchecked Sendable {
         // The handler may have closed the bearer.
         guard isOpen else { return }
         if channel?.send(ATTPDU.HandleValueConfirmation().encode()) != true {
-            log?("could not send ATT_HANDLE_VALUE_CFM")
+            logger.debug("could not send ATT_HANDLE_VALUE_CFM")
         }
     }
 
@@ -380,11 +385,11 @@ public final class ATTBearer: @unchecked Sendable {
     private func decodeUnanswered<PDU>(_ bytes: [UInt8], _ opcode: ATTOpcode,
                                        _ decode: ([UInt8]) throws -> PDU = ATTPDU.init(decoding:)) -> PDU? {
         guard bytes.count <= mtu else {
-            log?("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); dropped")
+            logger.debug("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); dropped")
             return nil
         }
         do { return try decode(bytes) } catch {
-            log?("malformed \(opcode.name) dropped: \(error)")
+            logger.debug("malformed \(opcode.name) dropped: \(error)")
             return nil
         }
     }
@@ -425,7 +430,7 @@ public final class ATTBearer: @unchecked Sendable {
             .init(attributeHandle: $0.handle, attributeValue: $0.value)
         })
         guard pdu.encodedLength <= mtu else {
-            log?("ATT_MULTIPLE_HANDLE_VALUE_NTF of \(pdu.encodedLength) octets exceeds ATT_MTU \(mtu); not sent")
+            logger.warning("ATT_MULTIPLE_HANDLE_VALUE_NTF of \(pdu.encodedLength) octets exceeds ATT_MTU \(mtu); not sent")
             return false
         }
         return sendUnacknowledged(pdu.encode())
@@ -457,17 +462,17 @@ public final class ATTBearer: @unchecked Sendable {
     private func indicationTimedOut() {
         guard let indication = outstandingIndication?.indication else { return }
         outstandingIndication = nil
-        log?("indication of \(indication.handle) not confirmed within \(transactionTimeout); bearer closed")
+        logger.warning("indication of \(indication.handle) not confirmed within \(transactionTimeout); bearer closed")
         shutDown(.transactionTimeout) { indication.completion(.failure(.timeout)) }
     }
 
     private func receiveConfirmation(_ bytes: [UInt8]) {
         guard bytes.count == 1 else {
-            log?("malformed ATT_HANDLE_VALUE_CFM of \(bytes.count) octets dropped")
+            logger.debug("malformed ATT_HANDLE_VALUE_CFM of \(bytes.count) octets dropped")
             return
         }
         guard let outstanding = outstandingIndication else {
-            log?("protocol violation: ATT_HANDLE_VALUE_CFM with no indication outstanding; dropped")
+            logger.debug("protocol violation: ATT_HANDLE_VALUE_CFM with no indication outstanding; dropped")
             return
         }
         outstanding.timer.cancel()
@@ -480,8 +485,8 @@ public final class ATTBearer: @unchecked Sendable {
         guard let pdu = decodeUnanswered(bytes, opcode) else { return }
         switch pdu {
         case .writeCommand: onCommand?(pdu)
-        case .signedWriteCommand: log?("ATT_SIGNED_WRITE_CMD dropped: signing is not supported")
-        default: log?("unknown command \(opcode.name) ignored")
+        case .signedWriteCommand: logger.debug("ATT_SIGNED_WRITE_CMD dropped: signing is not supported")
+        default: logger.debug("unknown command \(opcode.name) ignored")
         }
     }
 
@@ -490,10 +495,10 @@ public final class ATTBearer: @unchecked Sendable {
     private func receiveRequest(_ bytes: [UInt8]) {
         if servingRequest != nil || !incomingRequests.isEmpty {
             guard incomingRequests.count < maximumWaitingRequests else {
-                log?("protocol violation: too many requests while one is served; \(ATTOpcode(bytes[0]).name) dropped")
+                logger.warning("protocol violation: too many requests while one is served; \(ATTOpcode(bytes[0]).name) dropped")
                 return
             }
-            log?("protocol violation: \(ATTOpcode(bytes[0]).name) before the previous request was answered; it waits")
+            logger.debug("protocol violation: \(ATTOpcode(bytes[0]).name) before the previous request was answered; it waits")
         }
         incomingRequests.append(bytes)
         serveRequests()
@@ -510,12 +515,12 @@ public final class ATTBearer: @unchecked Sendable {
     private func serve(_ bytes: [UInt8]) {
         let opcode = ATTOpcode(bytes[0])
         guard bytes.count <= mtu else {
-            log?("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu): Invalid PDU")
+            logger.debug("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu): Invalid PDU")
             return sendError(opcode, .invalidPDU)
         }
         let pdu: ATTPDU
         do { pdu = try ATTPDU(decoding: bytes) } catch {
-            log?("malformed \(opcode.name): \(error)")
+            logger.debug("malformed \(opcode.name): \(error)")
             return sendError(opcode, .invalidPDU)
         }
         switch pdu {
@@ -537,7 +542,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// what both sides already use.
     private func answerExchangeMTU(_ request: ATTPDU.ExchangeMTURequest) {
         guard !hasAnsweredMTUExchange else {
-            log?("a second ATT_EXCHANGE_MTU_REQ: Request Not Supported")
+            logger.debug("a second ATT_EXCHANGE_MTU_REQ: Request Not Supported")
             return sendError(.exchangeMTURequest, .requestNotSupported)
         }
         hasAnsweredMTUExchange = true
@@ -555,7 +560,7 @@ public final class ATTBearer: @unchecked Sendable {
         servingRequest = nil
         var bytes = response.encode()
         if response.opcode != .errorResponse && response.opcode != request.expectedResponseOpcode {
-            log?("\(response.opcode.name) cannot answer \(request.opcode.name): Unlikely Error sent instead")
+            logger.warning("\(response.opcode.name) cannot answer \(request.opcode.name): Unlikely Error sent instead")
             bytes = ATTPDU.ErrorResponse(requestOpcode: request.opcode, attributeHandle: .invalid,
                                          errorCode: .unlikelyError).encode()
         } else if bytes.count > mtu {
@@ -564,12 +569,12 @@ public final class ATTBearer: @unchecked Sendable {
                 // Their values are cut to what fits (§3.4.4.4, §3.4.4.6, §3.4.4.8, §3.4.4.10).
                 bytes = Array(bytes.prefix(mtu))
             default:
-                log?("\(response.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu): Unlikely Error sent instead")
+                logger.warning("\(response.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu): Unlikely Error sent instead")
                 bytes = ATTPDU.ErrorResponse(requestOpcode: request.opcode, attributeHandle: .invalid,
                                              errorCode: .unlikelyError).encode()
             }
         }
-        if channel?.send(bytes) != true { log?("could not send \(ATTOpcode(bytes[0]).name)") }
+        if channel?.send(bytes) != true { logger.debug("could not send \(ATTOpcode(bytes[0]).name)") }
         serveRequests()
     }
 
@@ -589,7 +594,7 @@ public final class ATTBearer: @unchecked Sendable {
             // An unknown command is ignored; anything else unknown is taken for a request the
             // server does not support (§3.4.1.1, §3.3.1).
             if opcode.isCommand {
-                log?("unknown command \(opcode.name) ignored")
+                logger.debug("unknown command \(opcode.name) ignored")
             } else {
                 receiveRequest(bytes)
             }
@@ -597,7 +602,7 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     private func send(_ pdu: ATTPDU) {
-        if channel?.send(pdu.encode()) != true { log?("could not send \(pdu.opcode.name)") }
+        if channel?.send(pdu.encode()) != true { logger.debug("could not send \(pdu.opcode.name)") }
     }
 
     private func sendUnacknowledged(_ bytes: [UInt8]) -> Bool {
@@ -681,7 +686,7 @@ public final class ATTResponder: @unchecked Sendable {
     /// oversized list) is replaced by Unlikely Error.
     public func respond(_ response: ATTPDU) {
         guard !hasResponded else {
-            bearer?.log?("\(request.opcode.name) answered twice; \(response.opcode.name) ignored")
+            bearer?.logger.warning("\(request.opcode.name) answered twice; \(response.opcode.name) ignored")
             return
         }
         hasResponded = true
@@ -701,7 +706,7 @@ public final class ATTResponder: @unchecked Sendable {
 
     deinit {
         guard !hasResponded, let bearer else { return }
-        bearer.log?("\(request.opcode.name) was never answered: Unlikely Error")
+        bearer.logger.warning("\(request.opcode.name) was never answered: Unlikely Error")
         bearer.finishServing(id, request: request, response: .errorResponse(.init(
             requestOpcode: request.opcode, attributeHandle: .invalid, errorCode: .unlikelyError)))
     }

@@ -2,6 +2,7 @@ import Bonding
 import Foundation
 import HCI
 import SMP
+import StackLogging
 
 // BondStoreStressWriter <directory> [<versions>]
 //
@@ -20,10 +21,11 @@ import SMP
 // address and identifier, one per line, at the end.
 
 let arguments = CommandLine.arguments
+// The stores' warnings and errors on standard error, whatever CB_LOG says.
+StackLogging.bootstrapStandardError()
+let storeLogger = StackLogging(level: .warning).logger(.smp)
 if arguments.count == 5, arguments[1] == "identifiers", let tag = UInt64(arguments[3]), tag < 256, let count = Int(arguments[4]) {
-    let store = IdentifierStore(fileURL: URL(fileURLWithPath: arguments[2]), log: { line in
-        FileHandle.standardError.write(Data("\(line)\n".utf8))
-    })
+    let store = IdentifierStore(fileURL: URL(fileURLWithPath: arguments[2]), logger: storeLogger)
     var lines: [String] = []
     for n in 0..<UInt64(count) {
         let address = LEAddress(.publicDevice, BluetoothAddress(value: tag << 40 | n))
@@ -41,9 +43,7 @@ guard arguments.count >= 2 else {
 let limit = arguments.count >= 3 ? Int(arguments[2]) ?? .max : .max
 
 let controller = LEAddress(.publicDevice, BluetoothAddress("00:11:22:33:44:55")!)
-let store = try BondStore(controllerIdentity: controller, directory: URL(fileURLWithPath: arguments[1])) {
-    FileHandle.standardError.write(Data("\($0)\n".utf8))
-}
+let store = try BondStore(controllerIdentity: controller, directory: URL(fileURLWithPath: arguments[1]), logger: storeLogger)
 _ = store.localIRK
 
 func bond(version g: UInt32) -> Bond {

@@ -1,8 +1,10 @@
 import Dispatch
 import Foundation
 import HCI
+import Logging
 import SMP
 import Scheduling
+import StackLogging
 
 #if canImport(Glibc)
 import Glibc
@@ -67,7 +69,9 @@ public final class BondStore: @unchecked Sendable, FlushedAtExit {
     /// Internal for tests, which hold it to see changes coalesce. None for a store in memory
     /// (one per simulated device, and fleets have thousands).
     let writer: DispatchQueue?
-    private let log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.smp` (the bonds are the Security Manager's): a file that could not be read
+    /// or written. Never a key.
+    private let logger: Logger
 
     /// Opens (or starts) the store of the controller with identity address
     /// `controllerIdentity`.
@@ -76,14 +80,14 @@ public final class BondStore: @unchecked Sendable, FlushedAtExit {
     ///   - controllerIdentity: The controller's public or static random address.
     ///   - directory: Where the store lives; nil for ``defaultDirectory(environment:)``.
     ///     Created (mode 0700) when missing.
-    ///   - log: Told, in one line each, about a store that could not be read (and where it
+    ///   - logger: Told, in one line each, about a store that could not be read (and where it
     ///     was moved) and about failed writes. Never given a key. Called on any thread,
     ///     including the store's writer: it must not call ``flush()``.
     /// - Throws: ``BondStoreError/noDirectory`` or ``BondStoreError/directory(path:errno:)``
     ///   when there is no usable directory. A damaged store is not an error.
-    public init(controllerIdentity: LEAddress, directory: URL? = nil, log: (@Sendable (String) -> Void)? = nil) throws {
+    public init(controllerIdentity: LEAddress, directory: URL? = nil, logger: Logger = StackLogging.standard.logger(.smp)) throws {
         self.controllerIdentity = Bond.identity(of: controllerIdentity)
-        self.log = log
+        self.logger = logger
         let isDefault = directory == nil
         guard let directory = directory ?? Self.defaultDirectory() else { throw BondStoreError.noDirectory }
         fileURL = directory.appendingPathComponent(Self.fileName(for: self.controllerIdentity))
@@ -96,9 +100,9 @@ public final class BondStore: @unchecked Sendable, FlushedAtExit {
 
     /// A store that keeps its bonds in memory only, for the life of the process: what a
     /// simulated controller, whose identity does not outlive the process, is given.
-    public init(inMemoryFor controllerIdentity: LEAddress, log: (@Sendable (String) -> Void)? = nil) {
+    public init(inMemoryFor controllerIdentity: LEAddress, logger: Logger = StackLogging.standard.logger(.smp)) {
         self.controllerIdentity = Bond.identity(of: controllerIdentity)
-        self.log = log
+        self.logger = logger
         fileURL = nil
         writer = nil
     }
@@ -236,7 +240,7 @@ public final class BondStore: @unchecked Sendable, FlushedAtExit {
         }
         // Outside the lock: the log may do anything, even ask the store something.
         if let found, malformed {
-            log?("bond store: dropped a change to the bond with \(found): a key of the wrong length")
+            logger.warning("bond store: dropped a change to the bond with \(found): a key of the wrong length")
         }
         return found != nil
     }
@@ -322,7 +326,7 @@ public final class BondStore: @unchecked Sendable, FlushedAtExit {
             guard let fileURL else { return }
             try AtomicFile.write(try encoder.encode(file), to: fileURL)
         } catch {
-            log?("bond store: could not save \(fileURL?.path ?? "?"): \(error)")
+            logger.error("bond store: could not save \(fileURL?.path ?? "?"): \(error)")
         }
     }
 
@@ -380,11 +384,10 @@ public final class BondStore: @unchecked Sendable, FlushedAtExit {
             target = "\(base)-\(n)"
         }
         if rename(fileURL.path, target) == 0 {
-            log?("bond store: \(fileURL.path) is \(reason); moved it to \(target) and started with no bonds")
+            logger.warning("bond store: \(fileURL.path) is \(reason); moved it to \(target) and started with no bonds")
         } else {
             let code = errno
-            log?("bond store: \(fileURL.path) is \(reason) and could not be moved aside "
-                + "(\(String(cString: strerror(code)))); started with no bonds")
+            logger.error("bond store: \(fileURL.path) is \(reason) and could not be moved aside (\(String(cString: strerror(code)))); started with no bonds")
         }
     }
 

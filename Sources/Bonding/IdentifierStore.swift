@@ -1,7 +1,9 @@
 import Dispatch
 import Foundation
 import HCI
+import Logging
 import Scheduling
+import StackLogging
 
 #if canImport(Glibc)
 import Glibc
@@ -89,7 +91,9 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
     /// How much later a sighting must be than the one kept to be saved.
     private let seenGranularity: TimeInterval
     private let now: @Sendable () -> Date
-    private let log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.smp` (the bonds are the Security Manager's): a file that could not be read
+    /// or written. Never a key.
+    private let logger: Logger
     private let state = Locked(State())
     /// Where writes happen, one at a time; none for a store in memory. Internal for tests,
     /// which hold it to see changes coalesce.
@@ -103,16 +107,16 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
     ///   - privateCapacity: Private addresses kept in memory at most (256 by default).
     ///   - seenGranularity: How much later than the kept one a sighting must be to be saved.
     ///   - now: The clock of `lastSeen` (tests give their own).
-    ///   - log: Told of a file that could not be read or written, one line each; called on any
+    ///   - logger: Told of a file that could not be read or written, one line each; called on any
     ///     thread, including the writer: it must not call ``flush()``.
     package init(fileURL: URL?, capacity: Int = 1024, privateCapacity: Int = 256, seenGranularity: TimeInterval = 3600,
-                 now: @escaping @Sendable () -> Date = { Date() }, log: (@Sendable (String) -> Void)? = nil) {
+                 now: @escaping @Sendable () -> Date = { Date() }, logger: Logger = StackLogging.standard.logger(.smp)) {
         self.fileURL = fileURL
         self.capacity = max(0, capacity)
         self.privateCapacity = max(0, privateCapacity)
         self.seenGranularity = seenGranularity
         self.now = now
-        self.log = log
+        self.logger = logger
         guard let fileURL else {
             writer = nil
             return
@@ -122,7 +126,7 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
         do {
             if let entries = try readFile() { state.withLock { $0.identities = entries } }
         } catch {
-            log?("identifier store: \(fileURL.path) is \(error); it is left alone and nothing is saved")
+            logger.warning("identifier store: \(fileURL.path) is \(error); it is left alone and nothing is saved")
         }
         FlushAtExit.register(self)
     }
@@ -346,7 +350,7 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
                 }
             }
         } catch {
-            log?("identifier store: could not save \(fileURL.path): \(error)")
+            logger.error("identifier store: could not save \(fileURL.path): \(error)")
         }
     }
 
@@ -414,7 +418,7 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
         } catch let error as UnknownVersion {
             throw error
         } catch {
-            log?("identifier store: \(fileURL.path) cannot be read (\(error)); the next write replaces it")
+            logger.warning("identifier store: \(fileURL.path) cannot be read (\(error)); the next write replaces it")
             return nil
         }
     }

@@ -246,7 +246,7 @@ open class CBManager: NSObject, @unchecked Sendable {
 
     /// On the loop: the role service calls it when its device closed.
     func hostDidClose(_ error: HCITransportError?) {
-        if let error { StackLog.log("\(device?.label ?? "controller") closed: \(error)") }
+        if let error { StackLog.logger.warning("\(device?.label ?? "controller") closed: \(error)") }
         deviceDidStop()
         deliverState(.poweredOff)
     }

@@ -6,7 +6,9 @@ import HCI
 import HCIDriver
 import HCITransport
 import HostDevice
+import Logging
 import Scheduling
+import StackLogging
 import VirtualController
 
 /// `corebluetoothd [--transport SPEC] [--listen PATH] [--on-event COMMAND]`: opens the
@@ -86,12 +88,12 @@ public enum DaemonCommand {
             FileHandle.standardError.write(Data("corebluetoothd: \(error)\n\(usage)\n".utf8))
             return 2
         }
-        let log: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("corebluetoothd: \($0)\n".utf8)) }
+        let logger = StackLogging.standard.logger(.daemon)
         let opened: (HostDevice, AnyObject?)
         do {
-            opened = try openDevice(options.transport, log: log)
+            opened = try openDevice(options.transport)
         } catch {
-            log("\(options.transport): \(error)")
+            logger.error("\(options.transport): \(error)")
             return 1
         }
         let device = opened.0
@@ -105,18 +107,18 @@ public enum DaemonCommand {
         }
         done.wait()
         guard case .success(let address) = started.current else {
-            log("\(options.transport): the controller did not start: \(started.current.map { "\($0)" } ?? "?")")
+            logger.error("\(options.transport): the controller did not start: \(started.current.map { "\($0)" } ?? "?")")
             return 1
         }
         let server: DaemonServer
         do {
             server = try DaemonServer(path: options.listen, device: device,
-                                      onEvent: options.onEvent.map { DaemonEventCommand(command: $0, log: log) }, log: log)
+                                      onEvent: options.onEvent.map { DaemonEventCommand(command: $0) })
         } catch {
-            log("\(error)")
+            logger.error("\(error)")
             return 1
         }
-        log("serving \(options.transport) (\(address)) on \(options.listen)")
+        logger.info("serving \(options.transport) (\(address)) on \(options.listen)")
         let keep = Unchecked((opened.1, server))
         for signal in [SIGINT, SIGTERM] {
             Glibc.signal(signal, SIG_IGN)
@@ -136,7 +138,7 @@ public enum DaemonCommand {
 
     /// The host device on the controller `text` names, and what must stay alive with it (a
     /// virtual controller).
-    static func openDevice(_ text: String, log: @escaping @Sendable (String) -> Void) throws -> (HostDevice, AnyObject?) {
+    static func openDevice(_ text: String) throws -> (HostDevice, AnyObject?) {
         let spec = try TransportSpec(parsing: text)
         switch spec {
         case .virtual(let path?):
@@ -146,17 +148,17 @@ public enum DaemonCommand {
             try proxy.waitUntilJoined()
             // Unique on the shared radio: the number the radio gave this process.
             let controller = VirtualController(radio: proxy, address: BluetoothAddress(value: 0xCB_D0_00_00_00_00 | UInt64(proxy.client) << 8 | 1))
-            return (HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd", log: log),
+            return (HostDevice(transport: controller.makeHostTransport(), loop: proxy.loop, deviceName: "corebluetoothd"),
                     controller)
         case .virtual(nil):
             let loop = EventLoop(name: "corebluetoothd", pacing: .realTime)
             let controller = VirtualController(radio: VirtualRadio(loop: loop, seed: UInt64(getpid())),
                                                address: BluetoothAddress(value: 0xCB_D0_00_00_00_01))
-            return (HostDevice(transport: controller.makeHostTransport(), loop: loop, deviceName: "corebluetoothd", log: log),
+            return (HostDevice(transport: controller.makeHostTransport(), loop: loop, deviceName: "corebluetoothd"),
                     controller)
         default:
             let loop = EventLoop(name: "corebluetoothd \(spec)", pacing: .realTime)
-            return (HostDevice(transport: try spec.makeExternalTransport(), loop: loop, deviceName: "corebluetoothd", log: log), nil)
+            return (HostDevice(transport: try spec.makeExternalTransport(), loop: loop, deviceName: "corebluetoothd"), nil)
         }
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import Scheduling
+import StackLogging
 
 /// `corebluetoothd --on-event COMMAND`: the command started when an event arrives for a
 /// restorable session no client holds (docs/daemon.md, "Restoration"), as iOS relaunches an
@@ -13,14 +15,15 @@ import Scheduling
 /// and so is a failure to start it.
 public final class DaemonEventCommand: Sendable {
     public let command: String
-    private let log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.daemon`: a command started (info), failed to start or ended badly (error).
+    private let logger: Logger
     private let queue = DispatchQueue(label: "corebluetoothd --on-event")
     /// The commands running now, kept until they exit (their `Process` objects).
     private let running = Locked<[ObjectIdentifier: Process]>([:])
 
-    public init(command: String, log: (@Sendable (String) -> Void)? = nil) {
+    public init(command: String, logging: StackLogging = .standard) {
         self.command = command
-        self.log = log
+        logger = logging.logger(.daemon)
     }
 
     /// The environment the command gets for `key`'s `event`.
@@ -47,17 +50,20 @@ public final class DaemonEventCommand: Sendable {
             process.terminationHandler = { [self] finished in
                 running.withLock { _ = $0.removeValue(forKey: id) }
                 if finished.terminationReason != .exit || finished.terminationStatus != 0 {
-                    log?("--on-event for \(key.role.rawValue) \(key.identifier) (uid \(key.uid), \(event.rawValue)): the command "
-                         + "ended with \(finished.terminationReason == .exit ? "status" : "signal") \(finished.terminationStatus)")
+                    let how = finished.terminationReason == .exit ? "status" : "signal"
+                    logger.error("""
+                        --on-event for \(key.role.rawValue) \(key.identifier) (uid \(key.uid), \(event.rawValue)): \
+                        the command ended with \(how) \(finished.terminationStatus)
+                        """)
                 }
             }
             running.withLock { $0[id] = process }
             do {
                 try process.run()
-                log?("--on-event for \(key.role.rawValue) \(key.identifier) (uid \(key.uid), \(event.rawValue)): started pid \(process.processIdentifier)")
+                logger.info("--on-event for \(key.role.rawValue) \(key.identifier) (uid \(key.uid), \(event.rawValue)): started pid \(process.processIdentifier)")
             } catch {
                 running.withLock { _ = $0.removeValue(forKey: id) }
-                log?("--on-event for \(key.role.rawValue) \(key.identifier) (uid \(key.uid), \(event.rawValue)): the command could not start: \(error)")
+                logger.error("--on-event for \(key.role.rawValue) \(key.identifier) (uid \(key.uid), \(event.rawValue)): the command could not start: \(error)")
             }
         }
     }

@@ -2,7 +2,9 @@ import DaemonProtocol
 import Foundation
 import Glibc
 import HostDevice
+import Logging
 import Scheduling
+import StackLogging
 
 /// Who is at the other end of a client's socket, as the kernel says (`SO_PEERCRED`), never as
 /// the client says: the user keys what a client may see.
@@ -39,7 +41,8 @@ public final class DaemonServer: Sendable {
     private let restoration: DaemonRestoration
     /// Connection events, for every client (touched on the device's loop only).
     private let connectionEvents = DaemonConnectionEvents()
-    private let log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.daemon`: clients connecting and leaving (info), the socket failing.
+    private let logger: Logger
     private let state = Locked(State())
     private let stopped = DispatchSemaphore(value: 0)
 
@@ -55,10 +58,10 @@ public final class DaemonServer: Sendable {
     /// another daemon is not displaced). Call from any thread. `onEvent`: the command started
     /// when an event arrives for a kept session (`--on-event`).
     public init(path: String, device: HostDevice, onEvent: DaemonEventCommand? = nil,
-                log: (@Sendable (String) -> Void)? = nil) throws(DaemonServerError) {
+                logging: StackLogging = .standard) throws(DaemonServerError) {
         self.path = path
         self.device = device
-        self.log = log
+        logger = logging.logger(.daemon)
         restoration = DaemonRestoration(onEvent: onEvent.map { command in { key, event in command.launch(key, event: event) } })
         listenFD = try Self.listen(path: path)
         // Connections peers make to the device are connection events too, whichever session
@@ -110,12 +113,12 @@ public final class DaemonServer: Sendable {
             if fd < 0 {
                 let code = errno
                 if code == EINTR || code == ECONNABORTED { continue }
-                if !state.withLock({ $0.closed }) { log?("no more clients: accept failed: \(String(cString: strerror(code)))") }
+                if !state.withLock({ $0.closed }) { logger.error("no more clients: accept failed: \(String(cString: strerror(code)))") }
                 return
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, restoration: restoration,
-                                              connectionEvents: connectionEvents, log: log) { [self] gone in
+                                              connectionEvents: connectionEvents, logger: logger) { [self] gone in
                 state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(gone)) }
             }
             // Started under the lock, so that `close` finds every connection it must drop
@@ -130,7 +133,7 @@ public final class DaemonServer: Sendable {
                 Glibc.close(fd)
                 return
             }
-            log?("client pid \(connection.credentials.pid) uid \(connection.credentials.uid) connected")
+            logger.info("client pid \(connection.credentials.pid) uid \(connection.credentials.uid) connected")
         }
     }
 
@@ -196,20 +199,22 @@ final class DaemonConnection: @unchecked Sendable {
     private let device: HostDevice
     private let restoration: DaemonRestoration
     private let connectionEvents: DaemonConnectionEvents
-    private let log: (@Sendable (String) -> Void)?
+    private let logger: Logger
     private let gone: @Sendable (DaemonConnection) -> Void
     private var socket: FramedSocket?
     private var client: DaemonClient?
 
     init(fd: Int32, credentials: PeerCredentials, device: HostDevice, restoration: DaemonRestoration,
-         connectionEvents: DaemonConnectionEvents, log: (@Sendable (String) -> Void)?,
+         connectionEvents: DaemonConnectionEvents, logger: Logger,
          gone: @escaping @Sendable (DaemonConnection) -> Void) {
         self.fd = fd
         self.credentials = credentials
         self.device = device
         self.restoration = restoration
         self.connectionEvents = connectionEvents
-        self.log = log
+        var logger = logger
+        logger[metadataKey: "client"] = "\(credentials.pid)"
+        self.logger = logger
         self.gone = gone
     }
 
@@ -229,7 +234,7 @@ final class DaemonConnection: @unchecked Sendable {
                                   }
                                   // After the close is posted: what the device hears from now
                                   // on reaches the loop after it (a restorable session parks it).
-                                  log?("client pid \(credentials.pid) left: \(reason)")
+                                  logger.info("client pid \(credentials.pid) left: \(reason)")
                                   gone(self)
                               })
         // Set before anything can use it: the threads start and the client is made after.

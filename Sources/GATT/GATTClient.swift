@@ -1,7 +1,9 @@
+import Logging
 import Scheduling
 import ATT
 import AssignedNumbers
 import ByteCoding
+import StackLogging
 
 /// The GATT client procedures (Core spec Vol 3 Part G §4) over one ATT bearer: discovery,
 /// reads (long values continued with Read Blob), writes (long and reliable ones with Prepare /
@@ -18,8 +20,8 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     public let bearer: any GATTClientBearer
     /// Procedures that may wait behind the running one; more fail with `.queueFull`.
     @exclusivity(unchecked) public var maximumQueuedProcedures = 32
-    /// Logs what the client drops; nil logs nothing.
-    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.gatt` (tagged with the link by its owner): what the client drops.
+    @exclusivity(unchecked) public var logger: Logger = StackLogging.standard.logger(.gatt)
 
     /// The server's database changed in this range (a Service Changed indication): what was
     /// discovered there is stale and must be discovered again.
@@ -542,7 +544,7 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
         var reader = ByteReader(value, context: "Service Changed")
         guard let start = try? ATTHandle(reader.u16()), let end = try? ATTHandle(reader.u16()), reader.isAtEnd,
               start.isValid, start <= end else {
-            log?("malformed Service Changed value \(value.hexString) ignored")
+            logger.debug("malformed Service Changed value \(value.hexString) ignored")
             return
         }
         onServiceChanged?(start...end)

@@ -1,4 +1,5 @@
 import HCI
+import Logging
 
 // MARK: Outbound
 
@@ -13,19 +14,19 @@ extension HCIDriver {
     @discardableResult
     public func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool {
         guard state == .running, let fragmentSize = controllerInfo?.aclDataPacketLength, fragmentSize > 0 else {
-            logger.log(.warning, "ACL for 0x\(String(handle, radix: 16)) before the driver runs; rejected")
+            logger.warning("ACL for 0x\(String(handle, radix: 16)) before the driver runs; rejected")
             return false
         }
         guard let connection = connections[handle] else {
-            logger.log(.warning, "ACL for unknown connection 0x\(String(handle, radix: 16)); rejected")
+            logger.warning("ACL for unknown connection 0x\(String(handle, radix: 16)); rejected")
             return false
         }
         guard pdu.count >= 4, 4 + (Int(pdu[0]) | Int(pdu[1]) << 8) == pdu.count else {
-            logger.log(.warning, "ACL PDU of \(pdu.count) bytes is not one L2CAP PDU; rejected")
+            logger.warning("ACL PDU of \(pdu.count) bytes is not one L2CAP PDU; rejected")
             return false
         }
         guard connection.queuedPDUs < configuration.maxQueuedPDUsPerConnection else {
-            logger.log(.info, "ACL queue of 0x\(String(handle, radix: 16)) is full; rejected")
+            logger.info("ACL queue of 0x\(String(handle, radix: 16)) is full; rejected")
             return false
         }
         var offset = 0
@@ -87,14 +88,13 @@ extension HCIDriver {
         let total = controllerInfo?.totalACLDataPackets ?? 0
         for entry in event.entries {
             guard let connection = connections[entry.handle] else {
-                logger.log(.debug, "Number Of Completed Packets for unknown handle 0x\(String(entry.handle, radix: 16))")
+                logger.debug("Number Of Completed Packets for unknown handle 0x\(String(entry.handle, radix: 16))")
                 continue
             }
             // Never believe more completions than packets we sent on the connection.
             let returned = min(Int(entry.completedPackets), connection.inFlight)
             if returned < Int(entry.completedPackets) {
-                logger.log(.warning, "controller completed \(entry.completedPackets) packets on "
-                    + "0x\(String(entry.handle, radix: 16)) but only \(connection.inFlight) were in flight")
+                logger.warning("controller completed \(entry.completedPackets) packets on 0x\(String(entry.handle, radix: 16)) but only \(connection.inFlight) were in flight")
             }
             connection.inFlight -= returned
             aclCredits = min(aclCredits + returned, total)
@@ -133,7 +133,7 @@ extension HCIDriver {
         for outcome in reassembler.receive(packet) {
             switch outcome {
             case .pdu(let pdu): delegate?.didReceiveACL(handle: packet.handle, pdu: pdu)
-            case .dropped(let reason): logger.log(.warning, "ACL 0x\(String(packet.handle, radix: 16)): \(reason)")
+            case .dropped(let reason): logger.warning("ACL 0x\(String(packet.handle, radix: 16)): \(reason)")
             }
         }
     }

@@ -1,7 +1,9 @@
 import ByteCoding
 import HCI
 import HCITransport
+import Logging
 import Scheduling
+import StackLogging
 
 /// How a command was answered, undecoded: what `sendRaw` gives back.
 public enum HCICommandResponse: Sendable, Hashable {
@@ -59,7 +61,8 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     public let loop: EventLoop
     public let transport: HCITransport
     public let configuration: HCIDriverConfiguration
-    @exclusivity(unchecked) public var logger: HCILogger
+    /// `corebluetooth.hci`: commands (trace), failures and timeouts, what the driver drops.
+    @exclusivity(unchecked) public var logger: Logger
     @exclusivity(unchecked) public weak var delegate: HCIDriverDelegate?
 
     /// What the controller told us during `start`; nil until it completes.
@@ -117,7 +120,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
 
     public init(transport: HCITransport, loop: EventLoop,
                 configuration: HCIDriverConfiguration = HCIDriverConfiguration(),
-                logger: HCILogger = .silent) {
+                logger: Logger = StackLogging.standard.logger(.hci)) {
         self.transport = transport
         self.loop = loop
         self.configuration = configuration
@@ -210,7 +213,8 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             outstandingCommands.append(command)
             let id = command.id
             command.timer = loop.schedule(after: command.timeout) { [weak self] in self?.commandTimedOut(id) }
-            logger.log(.debug, "→ \(command.name) \(command.packet.parameters.hexString)")
+            // Names and sizes only: some parameters are keys (LE Start Encryption, LTK replies).
+            logger.trace("→ \(command.name), \(command.packet.parameters.count) octets")
             // State is consistent before the send: a transport may answer synchronously.
             transport.send(.command(command.packet))
         }
@@ -221,7 +225,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         let command = outstandingCommands.remove(at: index)
         // The controller will never return this slot: take it back so the queue moves on.
         commandCredits += 1
-        logger.log(.warning, "\(command.name) timed out after \(command.timeout)")
+        logger.warning("\(command.name) timed out after \(command.timeout)")
         command.completion(.failure(.timeout(command: command.name)))
         pumpCommands()
     }
@@ -233,10 +237,10 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             if let index = outstandingCommands.firstIndex(where: { $0.packet.opcode == event.opcode }) {
                 let command = outstandingCommands.remove(at: index)
                 command.timer?.cancel()
-                logger.log(.debug, "← \(command.name) complete \(event.returnParameters.hexString)")
+                logger.trace("← \(command.name) complete, \(event.returnParameters.count) octets")
                 command.completion(.success(.complete(event)))
             } else {
-                logger.log(.warning, "Command Complete for \(event.opcode) that nobody waits for; ignored")
+                logger.warning("Command Complete for \(event.opcode) that nobody waits for; ignored")
             }
         }
         pumpCommands()
@@ -252,10 +256,14 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             }) {
                 let command = outstandingCommands.remove(at: index)
                 command.timer?.cancel()
-                logger.log(.debug, "← \(command.name) status \(event.status)")
+                if event.status.isSuccess {
+                    logger.trace("← \(command.name) status \(event.status)")
+                } else {
+                    logger.debug("\(command.name) failed: \(event.status)")
+                }
                 command.completion(.success(.status(event)))
             } else {
-                logger.log(.warning, "Command Status for \(event.opcode) that nobody waits for; ignored")
+                logger.warning("Command Status for \(event.opcode) that nobody waits for; ignored")
             }
         }
         pumpCommands()
@@ -268,15 +276,15 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         switch packet {
         case .event(let raw): handleEvent(raw)
         case .acl(let acl): handleInboundACL(acl)
-        case .command(let command): logger.log(.warning, "controller sent a command (\(command.opcode)); ignored")
-        case .other(let type, _): logger.log(.debug, "ignored packet of H4 type 0x\(String(type, radix: 16))")
+        case .command(let command): logger.warning("controller sent a command (\(command.opcode)); ignored")
+        case .other(let type, _): logger.debug("ignored packet of H4 type 0x\(String(type, radix: 16))")
         }
     }
 
     public func transportClosed(_ error: HCITransportError?) {
         guard state != .closed else { return }
         state = .closed
-        if let error { logger.log(.error, "transport closed: \(error)") }
+        if let error { logger.error("transport closed: \(error)") }
         let failure = HCIError.transportClosed(error)
         let pending = outstandingCommands + Array(drain(&commandQueue))
         outstandingCommands.removeAll()
@@ -304,8 +312,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         do {
             event = try HCIEvent(decoding: raw)
         } catch {
-            logger.log(.warning, "dropped malformed event 0x\(String(raw.code, radix: 16)) "
-                + "\(raw.parameters.hexString): \(error)")
+            logger.warning("dropped malformed event 0x\(String(raw.code, radix: 16)) \(raw.parameters.hexString): \(error)")
             return
         }
         switch event {

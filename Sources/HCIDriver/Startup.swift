@@ -1,5 +1,6 @@
 import HCI
 import HCITransport
+import Logging
 
 extension HCIDriver {
     /// One step of the start sequence; calls `done` with nil to go on, or the error that ends
@@ -86,7 +87,7 @@ extension HCIDriver {
             // A driver released while starting answers nothing more: its owner went.
             guard let self else { return completion(.failure(error ?? .transportClosed(nil))) }
             if let error {
-                logger.log(.error, "controller start failed: \(error)")
+                logger.error("controller start failed: \(error)")
                 // A half-initialised controller is of no use: close, so the failure is final.
                 stop()
                 completion(.failure(error))
@@ -99,8 +100,7 @@ extension HCIDriver {
             controllerInfo = info
             aclCredits = info.totalACLDataPackets
             state = .running
-            logger.log(.info, "controller ready: \(info.address), HCI version \(info.hciVersion), "
-                + "ACL \(info.aclDataPacketLength) bytes × \(info.totalACLDataPackets)")
+            logger.info("controller ready: \(info.address), HCI version \(info.hciVersion), ACL \(info.aclDataPacketLength) bytes × \(info.totalACLDataPackets)")
             completion(.success(info))
         }
     }
@@ -129,7 +129,7 @@ extension HCIDriver {
                 case .failure(let error) where required || isTransportClosed(error):
                     done(error)
                 case .failure(let error):
-                    logger.log(.warning, "start: \(error); going on without it")
+                    logger.warning("start: \(error); going on without it")
                     done(nil)
                 }
             }
@@ -175,7 +175,7 @@ extension HCIDriver {
             case .failure(.transportClosed(let error)):
                 completion(.failure(.transportClosed(error)))
             case .failure(let error):
-                logger.log(.warning, "start: \(error); trying LE Read Buffer Size [v1]")
+                logger.warning("start: \(error); trying LE Read Buffer Size [v1]")
                 readV1()
             }
         }

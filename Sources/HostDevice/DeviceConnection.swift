@@ -4,8 +4,10 @@ import HCI
 import HCIDriver
 import HostStack
 import L2CAP
+import Logging
 import SMP
 import Scheduling
+import StackLogging
 
 /// What a connection's encryption is worth, kept per connection by its host device: the place
 /// the Security Manager fills (pairing, bonds) and the LTK request is answered from.
@@ -40,12 +42,13 @@ public final class DeviceConnection: @unchecked Sendable {
         if let existing = clientStorage { return existing }
         let client = GATTClient(bearer: bearer)
         client.maximumQueuedProcedures = Int.max
-        client.log = log
+        client.logger = logger(.gatt)
         clientStorage = client
         return client
     }
     @exclusivity(unchecked) private var clientStorage: GATTClient?
-    private let log: (@Sendable (String) -> Void)?
+    /// Where this connection's loggers come from: the device's.
+    let logging: StackLogging
     /// What the link's encryption is worth; the LTK request is answered from here.
     @exclusivity(unchecked) public internal(set) var security = ConnectionSecurity()
     /// Set once the owners heard of the connection (after the ATT MTU exchange as central).
@@ -109,13 +112,19 @@ public final class DeviceConnection: @unchecked Sendable {
         set { if newValue != nil || securityWork != nil { work.encryptionTimer = newValue } }
     }
 
-    init(le: LEConnection, peer: LEAddress? = nil, server: GATTServer, loop: EventLoop, log: (@Sendable (String) -> Void)?) {
+    init(le: LEConnection, peer: LEAddress? = nil, server: GATTServer, loop: EventLoop, logging: StackLogging = .standard) {
         self.le = le
         self.peer = peer ?? le.peer
+        self.logging = logging
         bearer = ATTBearer(channel: le.l2cap.att, loop: loop)
-        bearer.log = log
         serverConnection = server.attach(bearer)
-        self.log = log
+        bearer.logger = logger(.att)
+    }
+
+    /// A logger for `layer` tagged with this connection (`connection`, `peer`, `role`): made for
+    /// each object of the connection that logs, and for the device's rare messages about it.
+    public func logger(_ layer: LogLayer) -> Logger {
+        logging.logger(layer, connection: le.handle, peer: "\(peer)", role: le.role == .central ? "central" : "peripheral")
     }
 
     public var handle: ConnectionHandle { le.handle }

@@ -1,6 +1,8 @@
 import HCI
 import HostStack
 import L2CAP
+import Logging
+import StackLogging
 
 /// Why a PSM could not be published.
 public enum ChannelPublishError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -116,7 +118,7 @@ extension HostDevice {
                 }
                 guard let self else { return completion(.failure(.disconnected)) }
                 let level = securityLevel(after: refused, on: connection)
-                log?("L2CAP channel to PSM 0x\(String(psm, radix: 16)) needs more security (\(refusal)); raising it, then retrying")
+                connection.logger(.l2cap).debug("L2CAP channel to PSM 0x\(String(psm, radix: 16)) needs more security (\(refusal)); raising it, then retrying")
                 secure(connection, level: level) { [weak self] secured in
                     switch secured {
                     case .success:

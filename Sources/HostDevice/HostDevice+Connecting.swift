@@ -2,7 +2,9 @@ import ATT
 import HCI
 import HCIDriver
 import HostStack
+import Logging
 import Scheduling
+import StackLogging
 
 extension HostDevice {
     /// `client` wants a connection to `peer` as central. Never times out: it stays pending until
@@ -47,7 +49,7 @@ extension HostDevice {
         assertOnLoop()
         let id = ObjectIdentifier(client)
         guard connection.isOpen, connection.isOwned(by: id) else {
-            log?("a client asked to end a connection it does not own (\(connection.peer)); refused")
+            connection.logger(.api).warning("a client asked to end a connection it does not own (\(connection.peer)); refused")
             return
         }
         if connection.owners.count == 1 {
@@ -88,7 +90,7 @@ extension HostDevice {
             guard let self, case .failure(let error) = result else { return }
             // The controller refused the attempt: it cannot connect to this device now.
             initiating = nil
-            log?("connecting to \(next) failed: \(error)")
+            logger.info("connecting to \(next) failed: \(error)")
             failPending(next, .refused(error))
             initiateNext()
         }
@@ -156,7 +158,7 @@ extension HostDevice {
             if case .failure(let error) = result {
                 // The link went down before it was ready: its owners hear didFailToConnect.
                 guard error != .disconnected else { return }
-                log?("ATT MTU exchange failed: \(error)")
+                connection.logger(.att).warning("ATT MTU exchange failed: \(error)")
             }
             becomeReady(connection)
         }

@@ -1,6 +1,8 @@
 import HCI
 import HCIDriver
 import HostStack
+import Logging
+import StackLogging
 
 extension HostDevice {
     /// `client` scans: the controller scans (actively, with no duplicate filter: each client
@@ -33,12 +35,12 @@ extension HostDevice {
             case .success:
                 controllerScanning = wanted
             case .failure(let error) where wanted:
-                log?("scan could not start: \(error)")
+                logger.warning("scan could not start: \(error)")
                 let refused = clients.indices.filter { clients[$0].isScanning }
                 for index in refused { clients[index].isScanning = false }
                 for index in refused { clients[index].client?.device(self, scanFailed: error) }
             case .failure(let error):
-                log?("scan could not stop: \(error)")
+                logger.warning("scan could not stop: \(error)")
                 controllerScanning = false
             }
             reconcileScan()

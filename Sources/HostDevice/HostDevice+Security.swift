@@ -5,8 +5,10 @@ import HCI
 import HCIDriver
 import HostStack
 import L2CAP
+import Logging
 import SMP
 import Scheduling
+import StackLogging
 
 /// Why a link's security could not be raised.
 public enum LinkSecurityError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -187,7 +189,7 @@ extension HostDevice {
         }
         host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weak self] result in
             guard case .failure(let error) = result, let self, let connection = connections[handle] else { return }
-            log?("LE Enable Encryption refused: \(error)")
+            connection.logger(.smp).warning("LE Enable Encryption refused: \(error)")
             connection.encryptionTimer?.cancel()
             connection.encryptionTimer = nil
             connection.encryptingWith = nil
@@ -224,7 +226,7 @@ extension HostDevice {
             role: connection.role, localAddress: local, peerAddress: connection.le.peerOnAir, configuration: configuration,
             agent: agent, loop: loop, send: { [weak channel] sdu in _ = channel?.send(sdu) })
         manager.delegate = self
-        manager.log = log
+        manager.logger = connection.logger(.smp)
         manager.hasPeerOutOfBandData = agent.hasOutOfBandData(for: connection.peer)
         manager.localOutOfBandData = localOutOfBandData
         connection.securityManagerStorage = manager
@@ -276,7 +278,7 @@ extension HostDevice {
         if encrypted {
             finishSecurity(connection, .success(()))
         } else if status == .pinOrKeyMissing {
-            log?("\(connection.peer) no longer has the bond's key")
+            connection.logger(.smp).warning("\(connection.peer) no longer has the bond's key")
             finishSecurity(connection, .failure(.peerRemovedPairingInformation))
         } else {
             finishSecurity(connection, .failure(.encryptionFailed(status)))
@@ -293,7 +295,7 @@ extension HostDevice {
             return key
         }
         guard let key = bond(for: connection.peer)?.peripheralLTK, key.rand == rand, key.ediv == ediv else {
-            log?("\(connection.peer) asked to encrypt with a key we do not have")
+            connection.logger(.smp).warning("\(connection.peer) asked to encrypt with a key we do not have")
             return nil
         }
         connection.encryptingWith = (key.securityLevel, key.keySize)
@@ -362,7 +364,7 @@ extension HostDevice {
         addToResolvingList(Array(wanted.prefix(room)), localIRK: bonds.localIRK) { [weak self] in
             guard let self, !host.resolvingListPeers.isEmpty else { return completion() }
             host.setAddressResolution(enabled: true) { [weak self] result in
-                if case .failure(let error) = result { self?.log?("address resolution: \(error)") }
+                if case .failure(let error) = result { self?.logger.warning("address resolution: \(error)") }
                 completion()
             }
         }
@@ -378,7 +380,7 @@ extension HostDevice {
         host.addToResolvingList(peer, peerIRK: irk, localIRK: localIRK) { [weak self] result in
             guard let self else { return }
             if case .failure(let error) = result {
-                log?("resolving list: \(error); the host resolves \(peer)")
+                logger.notice("resolving list: \(error); the host resolves \(peer)")
                 return addToResolvingList(rest, localIRK: localIRK, then: done)
             }
             host.setPrivacyMode(.device, for: peer) { [weak self] result in
@@ -519,16 +521,16 @@ extension HostDevice: SecurityManagerDelegate {
                     if let bond { onBond?(connection.peer, bond.peerIdentity) }
                 } catch {
                     // A weaker key than the bond's: this link uses it, the bond keeps its own.
-                    log?("new keys for \(connection.peer) not stored: \(error)")
+                    connection.logger(.smp).error("new keys for \(connection.peer) not stored: \(error)")
                 }
             }
             // Out-of-band data serves one pairing.
             if outcome.method == .outOfBand { localOutOfBandData = nil }
-            log?("paired with \(connection.peer) (\(outcome.method), \(outcome.bonded ? "bonded" : "not bonded"))")
+            connection.logger(.smp).debug("paired with \(connection.peer) (\(outcome.method), \(outcome.bonded ? "bonded" : "not bonded"))")
             finishSecurity(connection, .success(()))
         case .failure(let error):
             if case .disconnected = error {} else { notePairingFailure(connection.peer) }
-            log?("pairing with \(connection.peer) failed: \(error)")
+            connection.logger(.smp).debug("pairing with \(connection.peer) failed: \(error)")
             finishSecurity(connection, .failure(.pairingFailed(error)))
         }
     }
@@ -536,8 +538,8 @@ extension HostDevice: SecurityManagerDelegate {
     public func securityManager(_ manager: SecurityManager, didReceiveSecurityRequest requirements: SMPAuthRequirements) {
         guard let connection = connection(of: manager), connection.securityWaiters.isEmpty else { return }
         let wanted: LESecurityLevel = requirements.contains(.mitm) ? .authenticatedEncryption : .unauthenticatedEncryption
-        secure(connection, level: wanted) { [weak self] result in
-            if case .failure(let error) = result { self?.log?("the peripheral's Security Request: \(error)") }
+        secure(connection, level: wanted) { [weak connection] result in
+            if case .failure(let error) = result { connection?.logger(.smp).info("the peripheral's Security Request: \(error)") }
         }
     }
 

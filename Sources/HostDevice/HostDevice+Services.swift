@@ -1,5 +1,7 @@
 import ATT
 import GATT
+import Logging
+import StackLogging
 
 extension HostDevice {
     /// Adds a service of `client`'s to the device's one database (beside the other clients'
@@ -35,7 +37,7 @@ extension HostDevice {
             do throws(GATTDatabaseError) {
                 try gattServer.removeService(service.id)
             } catch {
-                log?("removing service \(service.id) failed: \(error)")
+                logging.logger(.gatt).warning("removing service \(service.id) failed: \(error)")
             }
         }
         services.removeAll { $0.owner == owner }

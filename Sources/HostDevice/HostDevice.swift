@@ -7,8 +7,10 @@ import HostStack
 import L2CAP
 import Bonding
 import LECrypto
+import Logging
 import SMP
 import Scheduling
+import StackLogging
 
 /// The host on one controller, shared by every user of that controller, as a phone's apps
 /// share its radio: the `LEHost` (HCI driver, L2CAP links, GAP procedures), the device's one
@@ -35,8 +37,11 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// The address the device uses on the air (its static random address, or the public one
     /// if the controller refused a random address), once started.
     @exclusivity(unchecked) public private(set) var address: LEAddress?
-    /// Logs what the device drops or refuses; nil logs nothing.
-    public let log: (@Sendable (String) -> Void)?
+    /// Where the device's loggers come from (its host's, each connection's): the process's
+    /// unless a test gives its own.
+    public let logging: StackLogging
+    /// `corebluetooth.hci`: what the device drops or refuses that concerns no one connection.
+    let logger: Logger
 
     struct ClientEntry {
         weak var client: (any HostDeviceClient)?
@@ -117,12 +122,11 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     /// A device on the controller behind `transport`, run on `loop`; its GAP service names it
     /// `deviceName` until a client renames it.
-    public init(transport: HCITransport, loop: EventLoop, deviceName: String,
-                log: (@Sendable (String) -> Void)? = nil) {
-        host = LEHost(transport: transport, loop: loop)
-        host.log = log
+    public init(transport: HCITransport, loop: EventLoop, deviceName: String, logging: StackLogging = .standard) {
+        host = LEHost(transport: transport, loop: loop, logging: logging)
         gattServer = GATTServer(deviceName: deviceName)
-        self.log = log
+        self.logging = logging
+        logger = logging.logger(.hci)
         host.delegate = self
         routeServerRequests()
     }
@@ -140,7 +144,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
                     switch result {
                     case .success: address = LEAddress(.randomDevice, random)
                     case .failure(let error):
-                        log?("no random address (\(error)): using the public address \(info.address)")
+                        logger.notice("no random address (\(error)): using the public address \(info.address)")
                         address = LEAddress(.publicDevice, info.address)
                     }
                     completion(.success(address!))
@@ -201,7 +205,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         for connection in connections.values { connection.users.removeAll { $0 == id } }
         if let set = entry.advertisingSet, !isClosed {
             host.stopAdvertising(set: set) { [weak self] result in
-                if case .failure(let error) = result { self?.log?("stopping a removed client's advertising failed: \(error)") }
+                if case .failure(let error) = result { self?.logger.warning("stopping a removed client's advertising failed: \(error)") }
             }
         }
         removeAllServices(ownedBy: id)
@@ -270,7 +274,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     }
 
     public func host(_ host: LEHost, didConnect le: LEConnection) {
-        let connection = DeviceConnection(le: le, peer: identity(of: le.peer), server: gattServer, loop: loop, log: log)
+        let connection = DeviceConnection(le: le, peer: identity(of: le.peer), server: gattServer, loop: loop, logging: logging)
         connection.bearer.preferredMTU = preferredMTU
         connections[le.handle] = connection
         attachSecurityManager(to: connection)
@@ -294,7 +298,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// Part F §3.3.3): the link is of no use after that, so it goes.
     func attTransactionTimedOut(on connection: DeviceConnection) {
         guard connection.isOpen else { return }
-        log?("\(connection.peer) left an ATT transaction unanswered for 30 s; disconnecting")
+        connection.logger(.att).warning("\(connection.peer) left an ATT transaction unanswered for 30 s; disconnecting")
         connection.attTimedOut = true
         host.disconnect(connection.le)
     }
@@ -334,7 +338,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     }
 
     public func host(_ host: LEHost, didClose error: HCITransportError?) {
-        if let error { log?("controller closed: \(error)") }
+        if let error { logger.error("controller closed: \(error)") }
         dropEverything()
         for entry in clients { entry.client?.device(self, didClose: error) }
     }

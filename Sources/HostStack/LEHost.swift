@@ -2,7 +2,9 @@ import HCI
 import HCIDriver
 import HCITransport
 import L2CAP
+import Logging
 import Scheduling
+import StackLogging
 
 /// One LE connection as the host keeps it.
 public final class LEConnection: @unchecked Sendable {
@@ -90,8 +92,12 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     @exclusivity(unchecked) public weak var delegate: LEHostDelegate?
     @exclusivity(unchecked) public private(set) var info: ControllerInfo?
     @exclusivity(unchecked) public private(set) var connections = IntegerKeyMap<ConnectionHandle, LEConnection>()
-    /// Logs what the host does not expect; nil logs nothing.
-    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// Where the host's loggers come from (the driver's, each link's): the process's unless a
+    /// test gives its own.
+    public let logging: StackLogging
+    /// `corebluetooth.hci`: connections and disconnections (with the link's metadata), and
+    /// what the host does not expect.
+    @exclusivity(unchecked) public var logger: Logger
 
     /// Whether the extended advertising/scanning/connection commands are used: only when the
     /// controller has all of them (mixing legacy and extended commands is Command Disallowed).
@@ -116,8 +122,11 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     /// How many peers the resolving list holds, once read (`readResolvingListSize`).
     @exclusivity(unchecked) public internal(set) var resolvingListSize: UInt8?
 
-    public init(transport: HCITransport, loop: EventLoop, configuration: HCIDriverConfiguration = HCIDriverConfiguration()) {
-        driver = HCIDriver(transport: transport, loop: loop, configuration: configuration)
+    public init(transport: HCITransport, loop: EventLoop, configuration: HCIDriverConfiguration = HCIDriverConfiguration(),
+                logging: StackLogging = .standard) {
+        self.logging = logging
+        logger = logging.logger(.hci)
+        driver = HCIDriver(transport: transport, loop: loop, configuration: configuration, logger: logger)
         driver.delegate = self
     }
 
@@ -155,7 +164,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
                 delegate?.host(self, encryptionChangedOn: connection, status: e.status)
             }
         case .hardwareError(let e):
-            log?("controller hardware error 0x\(String(e.hardwareCode, radix: 16))")
+            logger.error("controller hardware error 0x\(String(e.hardwareCode, radix: 16))")
         default:
             break
         }
@@ -163,7 +172,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
 
     public func didReceiveACL(handle: ConnectionHandle, pdu: [UInt8]) {
         guard let connection = connections[handle] else {
-            log?("ACL for unknown connection 0x\(String(handle, radix: 16)) dropped")
+            logger.debug("ACL for unknown connection \(Logger.hex(handle)) dropped")
             return
         }
         connection.l2cap.receive(pdu)
@@ -256,6 +265,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
                                      interval: UInt16, latency: UInt16, timeout: UInt16,
                                      resolvable: (local: BluetoothAddress, peer: BluetoothAddress) = (.zero, .zero)) {
         guard status.isSuccess else {
+            logger.info("connection failed: \(status)", metadata: ["peer": "\(peer)"])
             if role == .central {
                 let target = connecting ?? peer
                 connecting = nil
@@ -268,9 +278,11 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
             return
         }
         if role == .central { connecting = nil }
-        let link = L2CAPLink(handle: handle, role: role, lower: driver, loop: loop)
+        let link = L2CAPLink(handle: handle, role: role, lower: driver, loop: loop, peer: "\(peer)", logging: logging)
         link.delegate = self
-        link.log = log
+        logger.info("connected to \(peer) as \(role == .central ? "central" : "peripheral")",
+                    metadata: ["connection": "\(Logger.hex(handle))", "peer": "\(peer)",
+                               "role": "\(role == .central ? "central" : "peripheral")", "interval": "\(interval)"])
         let connection = LEConnection(handle: handle, role: role, peer: peer, interval: interval, latency: latency,
                                       supervisionTimeout: timeout, l2cap: link)
         if resolvable.local != .zero { connection.localResolvablePrivateAddress = resolvable.local }
@@ -294,6 +306,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     private func handleDisconnection(_ e: DisconnectionComplete) {
         guard e.status.isSuccess, let connection = connections.removeValue(forKey: e.connectionHandle) else { return }
         connection.l2cap.close()
+        logger.info("disconnected from \(connection.peer): \(e.reason)",
+                    metadata: ["connection": "\(Logger.hex(connection.handle))", "peer": "\(connection.peer)"])
         delegate?.host(self, didDisconnect: connection, reason: e.reason)
     }
 
@@ -317,7 +331,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         driver.send(LEConnectionUpdate(connectionHandle: link.handle, connectionIntervalMin: parameters.intervalMin,
                                        connectionIntervalMax: parameters.intervalMax, maxLatency: parameters.latency,
                                        supervisionTimeout: parameters.timeout, minCELength: 0, maxCELength: 0)) { [weak self] result in
-            if case .failure(let error) = result { self?.log?("LE Connection Update failed: \(error)") }
+            if case .failure(let error) = result { self?.logger.warning("LE Connection Update failed: \(error)", metadata: ["connection": "\(Logger.hex(link.handle))"]) }
         }
     }
 }

@@ -290,7 +290,7 @@ public final class L2CAPCreditChannel: @unchecked Sendable {
 
     /// The peer broke a rule: the channel is disconnected and the user told at once.
     private func violation(_ what: String) {
-        link?.log?("credit-based channel 0x\(String(localCID, radix: 16)): \(what); disconnecting")
+        link?.logger.warning("credit-based channel 0x\(String(localCID, radix: 16)): \(what); disconnecting")
         disconnect(reason: .protocolError(what), reportNow: true)
     }
 
@@ -390,7 +390,7 @@ extension L2CAPLink {
             case .failure(.timeout): completion(.failure(.timeout))
             case .failure(.rejected(let reason)):
                 if enhanced, reason == CommandRejectReason.commandNotUnderstood.rawValue, isOpen {
-                    log?("enhanced credit-based connection not understood; trying LE Credit Based")
+                    logger.debug("enhanced credit-based connection not understood; trying LE Credit Based")
                     return sendOpenRequest(psm: psm, cid: cid, parameters: parameters, enhanced: false, completion: completion)
                 }
                 completion(.failure(.refused(.spsmNotSupported)))
@@ -421,7 +421,7 @@ extension L2CAPLink {
         guard L2CAPChannelID.dynamicRange.contains(remoteCID), peer.isValid(enhanced: enhanced),
               !dynamicChannels.contains(where: { $0.remoteCID == remoteCID })
         else {
-            log?("malformed credit-based connection response (CID 0x\(String(remoteCID, radix: 16)), MTU \(mtu), MPS \(mps))")
+            logger.debug("malformed credit-based connection response (CID 0x\(String(remoteCID, radix: 16)), MTU \(mtu), MPS \(mps))")
             if L2CAPChannelID.dynamicRange.contains(remoteCID) {
                 // The peer thinks the channel is open: ask it to free its side.
                 request(.disconnectionRequest(destinationCID: remoteCID, sourceCID: cid)) { _ in }
@@ -470,7 +470,7 @@ extension L2CAPLink {
         case .accept(let ours, let open):
             // Our own parameters must be valid too; we would announce nonsense otherwise.
             guard ours.isValid(enhanced: enhanced) else {
-                log?("server parameters for SPSM 0x\(String(spsm, radix: 16)) out of range; refused")
+                logger.warning("server parameters for SPSM 0x\(String(spsm, radix: 16)) out of range; refused")
                 return refuse(.noResourcesAvailable)
             }
             parameters = ours
@@ -509,7 +509,7 @@ extension L2CAPLink {
             return reject(id, .invalidCIDInRequest, data: data.bytes)
         }
         guard channel.remoteCID == sourceCID else {
-            log?("Disconnection Request for 0x\(String(destinationCID, radix: 16)) with the wrong source CID dropped")
+            logger.debug("Disconnection Request for 0x\(String(destinationCID, radix: 16)) with the wrong source CID dropped")
             return
         }
         sendSignaling(id, .disconnectionResponse(destinationCID: destinationCID, sourceCID: sourceCID))
@@ -519,7 +519,7 @@ extension L2CAPLink {
     /// Flow Control Credit (§4.24): the CID is the peer's, our destination.
     func receiveCredits(cid: UInt16, credits: UInt16) {
         guard let channel = dynamicChannels.first(where: { $0.remoteCID == cid && $0.isOpen }) else {
-            log?("credits for an unknown channel dropped")
+            logger.debug("credits for an unknown channel dropped")
             return
         }
         channel.receiveCredits(credits)

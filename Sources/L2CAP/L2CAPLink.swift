@@ -1,6 +1,8 @@
 import ByteCoding
 import HCI
+import Logging
 import Scheduling
+import StackLogging
 
 /// What L2CAP needs from the layer below: whole PDUs out on a connection, and how many wait.
 /// `HCIDriver` is it (the conformance is in HostStack, which has both); tests use a double.
@@ -108,8 +110,9 @@ public final class L2CAPLink: @unchecked Sendable {
     @exclusivity(unchecked) weak var lower: L2CAPLowerLayer?
     @exclusivity(unchecked) public weak var delegate: L2CAPLinkDelegate?
     @exclusivity(unchecked) public var securityLevel: LESecurityLevel = .noSecurity
-    /// Logs what the link drops or rejects; nil logs nothing.
-    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.l2cap`, tagged with the link (`connection`, `role`, and `peer` when the
+    /// host knows it): what the link drops or rejects. Made with the link, never per PDU.
+    @exclusivity(unchecked) public var logger: Logger
 
     /// The Attribute Protocol's channel.
     @exclusivity(unchecked) public private(set) var att: L2CAPFixedChannel!
@@ -135,9 +138,11 @@ public final class L2CAPLink: @unchecked Sendable {
     @exclusivity(unchecked) private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
     @exclusivity(unchecked) public private(set) var isOpen = true
 
-    public init(handle: ConnectionHandle, role: LERole, lower: L2CAPLowerLayer, loop: EventLoop) {
+    public init(handle: ConnectionHandle, role: LERole, lower: L2CAPLowerLayer, loop: EventLoop,
+                peer: String? = nil, logging: StackLogging = .standard) {
         self.handle = handle
         self.role = role
+        logger = logging.logger(.l2cap, connection: handle, peer: peer, role: role == .central ? "central" : "peripheral")
         self.lower = lower
         self.loop = loop
         // The fixed channels every LE-U link has.
@@ -219,7 +224,7 @@ public final class L2CAPLink: @unchecked Sendable {
         guard isOpen else { return }
         let frame: BasicFrame
         do { frame = try BasicFrame(decoding: pdu) } catch {
-            log?("dropped: \(error)")
+            logger.debug("dropped: \(error)")
             return
         }
         let cid = frame.channelID
@@ -229,7 +234,7 @@ public final class L2CAPLink: @unchecked Sendable {
             channel.receiveKFrame(frame.payload)
         } else {
             // No such channel here: dropped (Vol 3 Part A §3.1).
-            log?("dropped a PDU for unknown channel 0x\(String(cid, radix: 16))")
+            logger.debug("dropped a PDU for unknown channel \(Logger.hex(cid))")
         }
     }
 
@@ -257,16 +262,16 @@ public final class L2CAPLink: @unchecked Sendable {
         do {
             packet = try SignalingPacket(decoding: payload)
         } catch let error as SignalingDecodeError {
-            log?("malformed signalling command: \(error)")
+            logger.debug("malformed signalling command: \(error)")
             if error.identifier != 0 { reject(error.identifier, .commandNotUnderstood) }
             return
         } catch {
-            log?("dropped signalling PDU: \(error)")
+            logger.debug("dropped signalling PDU: \(error)")
             return
         }
         // Identifier 0 is never valid (Vol 3 Part A §4).
         guard packet.identifier != 0 else {
-            log?("dropped a signalling command with identifier 0")
+            logger.debug("dropped a signalling command with identifier 0")
             return
         }
         let id = packet.identifier
@@ -293,7 +298,7 @@ public final class L2CAPLink: @unchecked Sendable {
         case .connectionParameterUpdateResponse, .commandReject, .leCreditBasedConnectionResponse,
              .creditBasedConnectionResponse, .creditBasedReconfigureResponse, .disconnectionResponse:
             guard let request = pending.removeValue(forKey: id) else {
-                log?("dropped a response to no request (identifier \(id))")
+                logger.debug("dropped a response to no request (identifier \(id))")
                 return
             }
             request.timer.cancel()

@@ -4,7 +4,9 @@ import GATT
 import HostDevice
 import HCI
 import HostStack
+import Logging
 import Scheduling
+import StackLogging
 
 /// What a central link tells the API side's object for the peer (a `CBPeripheral`): values
 /// only. Called on the device's loop.
@@ -36,11 +38,12 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     @exclusivity(unchecked) var cancellation: CentralDisconnection?
     @exclusivity(unchecked) private var writes = RingBuffer<(handle: ATTHandle, value: [UInt8])>(capacity: 64)
     @exclusivity(unchecked) public private(set) var isClosed = false
-    let log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.api`, tagged with the connection.
+    let logger: Logger
 
-    init(connection: DeviceConnection, log: (@Sendable (String) -> Void)?) {
+    init(connection: DeviceConnection) {
         self.connection = connection
-        self.log = log
+        logger = connection.logger(.api)
     }
 
     public var peer: LEAddress { connection.peer }
@@ -79,7 +82,7 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
                 guard let self, case .success(let found) = result, let characteristic = found.first,
                       characteristic.properties.contains(.indicate) else { return }
                 client.subscribe(to: characteristic, onValue: { _ in }) { result in
-                    if case .failure(let error) = result { self.log?("Service Changed subscription failed: \(error)") }
+                    if case .failure(let error) = result { self.logger.warning("Service Changed subscription failed: \(error)") }
                 }
             }
         }
@@ -141,7 +144,7 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
         while let next = writes.first {
             if next.value.count > limit {
                 // Longer than one Write Command can carry: nothing can send it.
-                log?("write without response of \(next.value.count) bytes dropped: at most \(limit) fit")
+                logger.debug("write without response of \(next.value.count) bytes dropped: at most \(limit) fit")
             } else if !client.writeWithoutResponse(next.value, to: next.handle) {
                 break
             }

@@ -6,8 +6,10 @@ import HCITransport
 import HostDevice
 import L2CAP
 import HostStack
+import Logging
 import SMP
 import Scheduling
+import StackLogging
 
 /// What a scan asks for: `scanForPeripherals(withServices:options:)` in host-stack terms.
 public struct ScanRequest: Sendable, Hashable {
@@ -65,8 +67,8 @@ public protocol CentralServiceEvents: AnyObject {
 /// Loop-confined, once the device started.
 public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sendable {
     public weak var events: CentralServiceEvents?
-    /// Logs what the service drops or refuses; nil logs nothing.
-    public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.api`: what the service drops or refuses.
+    public var logger = StackLogging.standard.logger(.api)
     /// Answers pairing prompts on this client's connections; nil leaves them to the device's
     /// agent. Settable from any thread (the API sets it; the device reads it on its loop).
     public var pairingAgent: (any PairingAgent)? {
@@ -207,7 +209,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
             events?.central(self, didConnect: link)
             return
         }
-        let link = CentralLink(connection: connection, log: log)
+        let link = CentralLink(connection: connection)
         links[connection.peer] = link
         events?.central(self, didConnect: link)
         guard links[connection.peer] === link else { return }
@@ -264,8 +266,8 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// Asks for a PHY both ways on a link (fire and forget: the peer may refuse).
     public func setPHY(of peer: LEAddress, _ phy: LEPHY) {
         guard let link = links[peer] else { return }
-        device?.setPHY(link.connection, tx: [phy], rx: [phy]) { [log] result in
-            if case .failure(let error) = result { log?("LE Set PHY failed: \(error)") }
+        device?.setPHY(link.connection, tx: [phy], rx: [phy]) { [logger] result in
+            if case .failure(let error) = result { logger.warning("LE Set PHY failed: \(error)") }
         }
     }
 }

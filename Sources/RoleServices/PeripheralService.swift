@@ -9,8 +9,10 @@ import HCITransport
 import HostDevice
 import HostStack
 import L2CAP
+import Logging
 import SMP
 import Scheduling
+import StackLogging
 import Synchronization
 
 /// How short a connection interval the API side wants for a central.
@@ -120,8 +122,8 @@ public protocol PeripheralServiceEvents: AnyObject {
 /// which the app's threads call without waiting for the loop.
 public final class PeripheralService: HostDeviceClient, PeripheralRole, @unchecked Sendable {
     @exclusivity(unchecked) public weak var events: PeripheralServiceEvents?
-    /// Logs what the service drops or refuses; nil logs nothing.
-    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.api`: what the service drops or refuses.
+    @exclusivity(unchecked) public var logger = StackLogging.standard.logger(.api)
     /// Hears how many accepted updates left the loop (sent or dropped) each time slots come
     /// back: a daemon relays the count to its client, whose own inbox keeps the budget.
     @exclusivity(unchecked) public var updatesReleased: ((Int) -> Void)?
@@ -325,7 +327,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
             return
         }
         if !packed.overflowServiceUUIDs.isEmpty {
-            log?("advertising: service UUIDs \(packed.overflowServiceUUIDs) do not fit and are not advertised (overflow area)")
+            logger.notice("advertising: service UUIDs \(packed.overflowServiceUUIDs) do not fit and are not advertised (overflow area)")
         }
         // From the device's static random address (set when it starts), as phones advertise.
         let parameters = AdvertisingParameters(connectable: raw != nil || !beacon, scannable: raw != nil || !beacon,
@@ -350,7 +352,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
                 events?.peripheral(self, didStartAdvertising: nil, isOn: isOn)
             case .failure(let failure):
                 if advertising == .starting { advertising = .off }
-                log?("advertising could not start: \(failure)")
+                logger.warning("advertising could not start: \(failure)")
                 events?.peripheral(self, didStartAdvertising: .refused(failure), isOn: false)
             }
         }
@@ -361,8 +363,8 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         guard advertising != .off else { return }
         advertising = .off
         advertisingParameters = nil
-        device?.stopAdvertising(for: self) { [log] result in
-            if case .failure(let error) = result { log?("stopping advertising failed: \(error)") }
+        device?.stopAdvertising(for: self) { [logger] result in
+            if case .failure(let error) = result { logger.warning("stopping advertising failed: \(error)") }
         }
     }
 
@@ -372,7 +374,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         guard advertising == .on, let parameters = advertisingParameters else { return }
         device.startAdvertising(parameters, for: self) { [weak self] result in
             guard let self, case .failure(let error) = result, advertising == .on else { return }
-            log?("advertising could not resume while connected: \(error)")
+            logger.warning("advertising could not resume while connected: \(error)")
             advertising = .off
             advertisingParameters = nil
             events?.peripheralAdvertisingStopped(self)
@@ -461,8 +463,8 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         case .medium: parameters = ConnectionParameters(intervalMin: 0x0018, intervalMax: 0x0028, latency: 0, timeout: 0x01F4)
         case .high: parameters = ConnectionParameters(intervalMin: 0x0048, intervalMax: 0x0078, latency: 0, timeout: 0x0258)
         }
-        device.updateParameters(link.connection, parameters) { [log] result in
-            if case .failure(let error) = result { log?("connection parameter update refused: \(error)") }
+        device.updateParameters(link.connection, parameters) { [logger] result in
+            if case .failure(let error) = result { logger.info("connection parameter update refused: \(error)") }
         }
     }
 

@@ -1,6 +1,8 @@
 import HCI
 import LECrypto
+import Logging
 import Scheduling
+import StackLogging
 
 /// One link's Security Manager (Vol 3 Part H), in either role: pairing (LE legacy and LE Secure
 /// Connections, every association model), key distribution and the SMP timeout.
@@ -19,8 +21,10 @@ public final class SecurityManager: @unchecked Sendable {
     public let agent: PairingAgent
     public let loop: EventLoop
     @exclusivity(unchecked) public weak var delegate: SecurityManagerDelegate?
-    /// Logs the protocol's progress (never a key, passkey or random value); nil logs nothing.
-    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.smp`, tagged with the link by the host: the protocol's progress and
+    /// outcome. Never a key (LTK, IRK, CSRK, DHKey), a confirm or random value, or a passkey:
+    /// only facts such as the method and whether the peer bonded.
+    @exclusivity(unchecked) public var logger: Logger = StackLogging.standard.logger(.smp)
     /// Whether this device holds out-of-band data from the peer: the OOB data flag of our
     /// Pairing Request/Response. When OOB is then chosen, the agent is asked `.outOfBandData`.
     /// Set before pairing.
@@ -96,7 +100,7 @@ public final class SecurityManager: @unchecked Sendable {
             guard role == .central else { return fail(.commandNotSupported) }
             // A pairing under way already answers it.
             guard session == nil else { return }
-            log?("SMP: security request received")
+            logger.debug("security request received")
             guard delegate?.securityManagerShouldAllowPairing(self) ?? true else {
                 return sendPDU(.pairingFailed(.repeatedAttempts))
             }
@@ -136,7 +140,7 @@ public final class SecurityManager: @unchecked Sendable {
         guard session == nil else { return }
         let session = startSession()
         if role == .central {
-            log?("SMP: pairing request")
+            logger.info("pairing started (we ask, as central)")
             let request = localFeatures(answering: nil)
             session.request = request
             session.preq = SMPPDU.pairingRequest(request).encode()
@@ -144,7 +148,7 @@ public final class SecurityManager: @unchecked Sendable {
             session.expecting = .pairingResponse
             send(session.preq)
         } else {
-            log?("SMP: security request")
+            logger.info("asking the central to pair (Security Request)")
             session.stage = .securityRequested
             session.expecting = .pairingRequest
             sendPDU(.securityRequest(localAuthRequirements))
@@ -157,14 +161,14 @@ public final class SecurityManager: @unchecked Sendable {
         guard link == .open, let session else { return }
         if session.stage == .securityRequested && status.isSuccess && enabled {
             // The central answered our Security Request with a bond's key: no pairing.
-            log?("SMP: encrypted with an existing key, no pairing")
+            logger.debug("encrypted with an existing key, no pairing")
             self.session = nil
             stopTimer()
             return
         }
         guard session.stage == .encrypting else { return }
         guard status.isSuccess else {
-            log?("SMP: encryption failed")
+            logger.warning("encryption failed")
             return end(.failure(.encryptionFailed(status)))
         }
         guard enabled else { return }
@@ -214,8 +218,9 @@ public final class SecurityManager: @unchecked Sendable {
         session = nil
         stopTimer()
         switch result {
-        case .success: log?("SMP: pairing complete")
-        case .failure(let error): log?("SMP: \(error)")
+        case .success(let outcome):
+            logger.info("pairing succeeded, \(outcome.bonded ? "bonded" : "not bonded"), method \(outcome.method.rawValue)")
+        case .failure(let error): logger.warning("pairing failed: \(error)")
         }
         delegate?.securityManager(self, didFinishPairing: result)
     }
@@ -290,12 +295,12 @@ public final class SecurityManager: @unchecked Sendable {
     /// Peripheral: a Pairing Request arrived (unprompted or after our Security Request).
     private func respond(to request: SMPPairingFeatures, pdu: [UInt8]) {
         guard delegate?.securityManagerShouldAllowPairing(self) ?? true else {
-            log?("SMP: pairing refused (repeated attempts)")
+            logger.warning("pairing refused (repeated attempts)")
             return fail(.repeatedAttempts)
         }
         let session = self.session ?? startSession()
         restartTimer()
-        log?("SMP: pairing request received")
+        logger.info("pairing started (the central asks)")
         guard (7...16).contains(request.maximumKeySize) else { return fail(.invalidParameters) }
         let response = localFeatures(answering: request)
         session.request = request
@@ -347,7 +352,7 @@ public final class SecurityManager: @unchecked Sendable {
         let responderKeys = request.responderKeys.intersection(response.responderKeys).intersection(supported)
         session.localKeys = role == .central ? initiatorKeys : responderKeys
         session.peerKeys = role == .central ? responderKeys : initiatorKeys
-        log?("SMP: \(sc ? "LE Secure Connections" : "LE legacy pairing"), method \(session.method.rawValue)")
+        logger.info("\(sc ? "LE Secure Connections" : "LE legacy pairing"), method \(session.method.rawValue)")
         return nil
     }
 
@@ -404,7 +409,7 @@ public final class SecurityManager: @unchecked Sendable {
             guard takeOutOfBandData(data, session) else { return fail(.oobNotAvailable) }
             session.agentDone = true
         default:
-            log?("SMP: the agent declined")
+            logger.info("the pairing agent declined")
             switch prompt {
             case .confirmPairing: return fail(.unspecifiedReason)
             case .confirmNumber: return fail(.numericComparisonFailed)
@@ -571,16 +576,16 @@ public final class SecurityManager: @unchecked Sendable {
     private func handlePublicKey(_ encoding: [UInt8], _ session: PairingSession) {
         // Validate before anything of ours depends on the key (invalid curve attacks).
         guard let peerKey = try? LECrypto.P256PublicKey(smpEncoding: encoding) else {
-            log?("SMP: public key not on the curve")
+            logger.warning("the peer's public key is not on the curve")
             return fail(.dhKeyCheckFailed)
         }
         guard let keyPair = session.keyPair ?? chooseKeyPair(session) else { return }
         if peerKey == keyPair.publicKey {
-            log?("SMP: our own public key reflected")
+            logger.warning("the peer reflected our own public key")
             return fail(.invalidParameters)
         }
         if peerKey.isDebugKey && !configuration.allowDebugKeys {
-            log?("SMP: debug public key refused")
+            logger.warning("the peer's debug public key refused")
             return fail(.keyRejected)
         }
         session.peerKey = peerKey
@@ -778,13 +783,13 @@ public final class SecurityManager: @unchecked Sendable {
 
     private func startEncryption(_ session: PairingSession) {
         guard let key = session.linkKey else { return fail(.unspecifiedReason) }
-        log?("SMP: encrypting the link")
+        logger.debug("encrypting the link")
         delegate?.securityManager(self, startEncryptionWith: key)
     }
 
     private func distributeKeys(_ session: PairingSession) {
         guard let linkKey = session.linkKey else { return fail(.unspecifiedReason) }
-        log?("SMP: link encrypted, distributing keys")
+        logger.debug("link encrypted, distributing keys")
         session.stage = .distributing
         var outcome = PairingOutcome(method: session.method, linkKeySecurity: linkKey.securityLevel,
                                      keySize: session.keySize, bonded: session.bonded)

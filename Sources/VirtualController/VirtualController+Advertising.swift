@@ -1,4 +1,5 @@
 import HCI
+import Logging
 import Scheduling
 
 struct AdvertisingState {
@@ -122,7 +123,7 @@ extension VirtualController {
             }
             radio.transmit(.scanRsp(advA: own, data: advertising.scanResponseData), from: radioID, to: sender)
         case .connectInd(let initA, _, let ll):
-            guard isValid(ll) else { log?("ignoring CONNECT_IND with invalid LLData \(ll)"); return }
+            guard isValid(ll) else { logger.debug("ignoring CONNECT_IND with invalid LLData \(ll)"); return }
             guard let initiator = heard(initA) else { return }
             switch p.advertisingType {
             case .advInd:

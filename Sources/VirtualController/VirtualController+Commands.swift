@@ -1,6 +1,7 @@
 import ByteCoding
 import HCI
 import LECrypto
+import Logging
 
 extension VirtualController {
     /// HCI version 0x0D: Core 5.4. Company 0xFFFF: reserved for tests and internal use.
@@ -54,7 +55,7 @@ extension VirtualController {
         do {
             return try C(packet: packet)
         } catch {
-            log?("\(C.name): \(error)")
+            logger.debug("\(C.name): \(error)")
             reject(C.self, .invalidHCICommandParameters)
             return nil
         }
@@ -354,7 +355,7 @@ extension VirtualController {
 
         default:
             // Always an answer, never silence: hosts wait for one.
-            log?("unknown command \(packet.opcode)")
+            logger.debug("unknown command \(packet.opcode)")
             commandComplete(packet.opcode, status: .unknownHCICommand)
         }
     }

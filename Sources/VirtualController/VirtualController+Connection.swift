@@ -1,6 +1,7 @@
 import ByteCoding
 import HCI
 import LECrypto
+import Logging
 import Scheduling
 
 extension VirtualController {
@@ -106,17 +107,17 @@ extension VirtualController {
 
     func handleACLFromHost(_ acl: ACLDataPacket) {
         guard freeACLBuffers > 0 else {
-            log?("host overflowed the ACL buffers")
+            logger.warning("host overflowed the ACL buffers")
             sendEvent(DataBufferOverflow(linkType: 0x01))
             return
         }
         guard acl.data.count <= Int(configuration.aclDataPacketLength) else {
-            log?("ACL packet of \(acl.data.count) bytes is longer than the buffers (\(configuration.aclDataPacketLength))")
+            logger.warning("ACL packet of \(acl.data.count) bytes is longer than the buffers (\(configuration.aclDataPacketLength))")
             sendEvent(DataBufferOverflow(linkType: 0x01))
             return
         }
         guard let connection = connections[acl.handle], !connection.terminating else {
-            log?("ACL for unknown connection handle 0x\(String(acl.handle, radix: 16))")
+            logger.debug("ACL for unknown connection handle 0x\(String(acl.handle, radix: 16))")
             return
         }
         freeACLBuffers -= 1
@@ -212,7 +213,7 @@ extension VirtualController {
         }
         if connection.rxEncrypted && !pdu.payload.isEmpty && pdu.mic != connection.micValue {
             // The keys differ: real controllers fail the MIC check and drop the link.
-            log?("MIC failure on handle 0x\(String(handle, radix: 16))")
+            logger.warning("MIC failure on handle 0x\(String(handle, radix: 16))")
             transmit(connection, .control(.terminateInd(errorCode: HCIStatus.connectionTerminatedMICFailure.rawValue)))
             teardown(connection, reason: .connectionTerminatedMICFailure)
             return

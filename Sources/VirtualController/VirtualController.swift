@@ -1,7 +1,9 @@
 import ByteCoding
 import HCI
 import HCITransport
+import Logging
 import Scheduling
+import StackLogging
 
 /// A software LE controller: a link layer behind a real HCI interface, on a `VirtualRadio` (or
 /// any `RadioMedium`, such as a `RadioProxy` to a radio another process hosts).
@@ -37,8 +39,9 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
 
     // Host side.
     @exclusivity(unchecked) var host: HCITransport?
-    /// Logs what the controller does, for debugging tests; nil logs nothing.
-    @exclusivity(unchecked) public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.controller`: what the controller refuses or drops (malformed commands,
+    /// host transport trouble, MIC failures).
+    @exclusivity(unchecked) public var logger = StackLogging.standard.logger(.controller)
 
     // Controller state; reset by HCI_Reset.
     @exclusivity(unchecked) var eventMask: UInt64 = 0
@@ -109,7 +112,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
             host?.close()
             host = transport
             do { try transport.open(on: loop, sink: self) } catch {
-                log?("host transport failed to open: \(error)")
+                logger.error("host transport failed to open: \(error)")
                 host = nil
             }
         }
@@ -123,13 +126,13 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         switch packet {
         case .command(let command): handleCommand(command)
         case .acl(let acl): handleACLFromHost(acl)
-        case .event: log?("ignoring an event sent to the controller")
-        case .other(let type, _): log?("ignoring H4 packet type \(type)")
+        case .event: logger.debug("ignoring an event sent to the controller")
+        case .other(let type, _): logger.debug("ignoring H4 packet type \(type)")
         }
     }
 
     public func transportClosed(_ error: HCITransportError?) {
-        log?("host transport closed: \(error.map { "\($0)" } ?? "locally")")
+        logger.debug("host transport closed: \(error.map { "\($0)" } ?? "locally")")
         host = nil
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HCI
+import StackLogging
 
 // cbbench: the stack's benchmarks (issue 7), run in a release build:
 //   swift run -c release cbbench [--quick] [--json] [--no-bumble]
@@ -48,6 +49,10 @@ func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("cbbench: \(message)\n".utf8))
     exit(2)
 }
+
+// The stack's logs on standard error at CB_LOG's level (errors only when unset): the figures
+// on standard output stay clean.
+StackLogging.bootstrapStandardError()
 
 var argumentList = Array(CommandLine.arguments.dropFirst())
 /// `--smoke`: tiny counts, a few seconds even in a debug build (CI checks that every workload

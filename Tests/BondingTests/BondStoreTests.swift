@@ -172,7 +172,7 @@ struct BondStoreTests {
     @Test func aMalformedBondIsRefusedAndAMalformedUpdateDropped() throws {
         let dir = try TemporaryDirectory()
         let log = LogLines()
-        let store = try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, log: log.sink)
+        let store = try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, logger: log.logger)
         var bond = Fixture.fullBond()
         bond.peerIRK = [1, 2, 3]
         #expect(throws: BondStoreError.malformedBond) { try store.store(bond) }
@@ -226,7 +226,7 @@ struct BondStoreTests {
         for (damaged, reason) in damages {
             try damaged.write(to: store.fileURL!)
             let log = LogLines()
-            let reopened = try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, log: log.sink)
+            let reopened = try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, logger: log.logger)
             #expect(reopened.bonds.isEmpty)
             #expect(log.lines.count == 1)
             #expect(log.lines.first?.contains("moved it to") == true, "\(log.lines)")
@@ -255,7 +255,7 @@ struct BondStoreTests {
         try FileManager.default.removeItem(at: store.fileURL!)
         try FileManager.default.moveItem(at: other.fileURL!, to: store.fileURL!)
         let log = LogLines()
-        #expect(try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, log: log.sink).bonds.isEmpty)
+        #expect(try BondStore(controllerIdentity: Fixture.controller, directory: dir.store, logger: log.logger).bonds.isEmpty)
         #expect(log.lines.first?.contains("another controller's") == true, "\(log.lines)")
     }
 

@@ -281,7 +281,7 @@ struct IdentifierStoreTests {
         let later = Data(#"{"version": 3, "devices": []}"#.utf8)
         try later.write(to: url)
         let log = LogLines()
-        let store = IdentifierStore(fileURL: url, log: log.sink)
+        let store = IdentifierStore(fileURL: url, logger: log.logger)
         _ = store.assignIdentifier(for: Addresses.publicOne)
         store.flush()
         #expect(try Data(contentsOf: url) == later)
@@ -289,7 +289,7 @@ struct IdentifierStoreTests {
 
         // A damaged file is replaced by the next write.
         try Data("{\"version\": 2, \"dev".utf8).write(to: url)
-        let fresh = IdentifierStore(fileURL: url, log: log.sink)
+        let fresh = IdentifierStore(fileURL: url, logger: log.logger)
         let id = fresh.assignIdentifier(for: Addresses.publicOne)
         fresh.flush()
         #expect(IdentifierStore(fileURL: url).identifier(for: Addresses.publicOne) == id)

@@ -93,7 +93,7 @@ struct KillTests {
             if names.contains(where: { $0.contains(".tmp-") }) { killsMidWrite += 1 }
 
             let log = LogLines()
-            let store = try BondStore(controllerIdentity: controller, directory: dir.store, log: log.sink)
+            let store = try BondStore(controllerIdentity: controller, directory: dir.store, logger: log.logger)
             #expect(log.lines.isEmpty, "\(log.lines)")
             let bonds = store.bonds
             guard !bonds.isEmpty else { continue }  // killed before its first write

@@ -1,6 +1,8 @@
 import Bonding
 import Foundation
 import HCI
+import Logging
+import LogTesting
 import SMP
 
 /// A fresh directory under the system's temporary directory, removed with its contents when
@@ -14,13 +16,12 @@ final class TemporaryDirectory {
     deinit { try? FileManager.default.removeItem(at: url) }
 }
 
-/// Lines a store logged.
-final class LogLines: @unchecked Sendable {
-    // @unchecked: `lines` only under `lock`.
-    private let lock = NSLock()
-    private var storage: [String] = []
-    var lines: [String] { lock.withLock { storage } }
-    var sink: @Sendable (String) -> Void { { line in self.lock.withLock { self.storage.append(line) } } }
+/// Lines a store logged, through a capturing log handler.
+final class LogLines: Sendable {
+    let capture = LogCapture()
+    var lines: [String] { capture.records.map(\.message) }
+    /// The store's logger (`corebluetooth.smp`), recording here.
+    var logger: Logger { capture.logger(.smp) }
 }
 
 enum Fixture {

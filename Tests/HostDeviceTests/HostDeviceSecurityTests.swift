@@ -3,8 +3,11 @@ import AssignedNumbers
 import GATT
 import HCI
 import HostStack
+import Logging
+import LogTesting
 import SMP
 import Scheduling
+import StackLogging
 import Testing
 @testable import HostDevice
 
@@ -24,8 +27,8 @@ private struct SecureBench {
     let visitor = Client("visitor")
     let handles: GATTServiceHandles
 
-    init() throws {
-        bench = try Bench()
+    init(logging: StackLogging = .standard) throws {
+        bench = try Bench(logging: logging)
         bench.shared.addClient(server, roles: .peripheral)
         server.answer = Array("secret".utf8)
         handles = try bench.shared.addService(protectedService(), for: server)
@@ -62,6 +65,44 @@ private struct SecureBench {
 
 @Suite("Host device: pairing, bonds and what they keep")
 struct HostDeviceSecurityTests {
+    @Test func aConnectionAndItsPairingAreLoggedPerLayerWithTheLinkAndNoKey() throws {
+        let capture = LogCapture()
+        let rig = try SecureBench(logging: capture.logging)
+        let first = try rig.connect()
+        #expect(try rig.read(on: first.outgoing)?.get() == Array("secret".utf8))
+        rig.disconnect(first.outgoing)
+        let records = capture.records
+
+        // The connection, on corebluetooth.hci, tagged with the link, from both ends.
+        let connected = records.filter { $0.label == "corebluetooth.hci" && $0.message.hasPrefix("connected to") }
+        #expect(connected.count == 2, "\(capture.text)")
+        let handle = Logger.hex(first.outgoing.handle)
+        #expect(connected.contains {
+            $0.level == .info && $0.metadata["connection"] == .string(handle) && $0.metadata["role"] == "central"
+                && $0.metadata["peer"] == .string("\(first.outgoing.le.peer)")
+        }, "\(capture.text)")
+        #expect(records.contains { $0.label == "corebluetooth.hci" && $0.message.hasPrefix("disconnected from") && $0.level == .info })
+
+        // The pairing, on corebluetooth.smp, tagged with the link: facts, never a key.
+        let paired = records.filter { $0.label == "corebluetooth.smp" && $0.message.hasPrefix("pairing succeeded") }
+        #expect(paired.count == 2, "\(capture.text)")
+        #expect(paired.allSatisfy { $0.metadata["connection"] != nil && $0.metadata["peer"] != nil && $0.metadata["role"] != nil })
+        #expect(paired.allSatisfy { $0.message.contains("bonded") && $0.message.contains("method") })
+        let text = capture.text.lowercased()
+        var secrets: [[UInt8]] = [rig.bench.shared.bonds.localIRK, rig.bench.peerA.bonds.localIRK]
+        for bond in rig.bench.shared.bonds.bonds + rig.bench.peerA.bonds.bonds {
+            secrets += [bond.centralLTK?.key, bond.peripheralLTK?.key, bond.peerIRK, bond.peerCSRK, bond.localCSRK].compactMap { $0 }
+        }
+        #expect(secrets.count >= 4)
+        for secret in secrets {
+            for order in [secret, secret.reversed()] {
+                let pairs = order.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }
+                #expect(!text.contains(pairs.joined()) && !text.contains(pairs.joined(separator: " ")), "a key in the logs")
+                #expect(!text.contains("\(order)"))
+            }
+        }
+    }
+
     @Test func aProtectedReadPairsThenAReconnectionIsServedOnlyAfterEncryptionWithTheBondsKey() throws {
         let rig = try SecureBench()
         let first = try rig.connect()

@@ -7,6 +7,7 @@ import HCITransport
 import HostStack
 import SMP
 import Scheduling
+import StackLogging
 import Testing
 import VirtualController
 @testable import HostDevice
@@ -55,7 +56,8 @@ struct Bench {
     let peerA: HostDevice
     let peerB: HostDevice
 
-    init(extended: Bool = true) throws {
+    /// `logging`: where the devices' loggers come from (a test's capture, or the process's).
+    init(extended: Bool = true, logging: StackLogging = .standard) throws {
         let radio = VirtualRadio(loop: loop, seed: 5)
         self.radio = radio
         var configuration = VirtualController.Configuration()
@@ -64,7 +66,7 @@ struct Bench {
         func make(_ address: String, x: Double) -> HostDevice {
             let controller = VirtualController(radio: radio, address: BluetoothAddress(address)!, configuration: configuration,
                                                position: RadioPosition(x: x))
-            return HostDevice(transport: controller.makeHostTransport(), loop: loop, deviceName: address)
+            return HostDevice(transport: controller.makeHostTransport(), loop: loop, deviceName: address, logging: logging)
         }
         shared = make("C0:00:00:00:02:01", x: 0)
         peerA = make("C0:00:00:00:02:02", x: 2)

@@ -383,7 +383,7 @@ struct L2CAPCreditChannelTests {
     @Test func creditsForUnknownChannelsAreDroppedWithALogLine() throws {
         let l = link()
         let log = LogLines()
-        l.log = { log.lines.append($0) }
+        l.logger = log.capture.logger(.l2cap)
         let channel = try acceptedChannel(l, ours: .default)
         // 0x40 is our CID, not the peer's: not a channel's credits.
         l.receive(signal(3, .flowControlCredit(cid: 0x40, credits: 1)))

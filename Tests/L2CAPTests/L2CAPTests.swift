@@ -1,6 +1,7 @@
 import ByteCoding
 import HCI
 import L2CAPTesting
+import LogTesting
 import Scheduling
 import Testing
 @testable import L2CAP
@@ -192,8 +193,10 @@ struct L2CAPLinkTests {
 }
 
 /// Keeps a link's log lines (the log closure is `@Sendable`; the loop is the test's).
-final class LogLines: @unchecked Sendable {
-    var lines: [String] = []
+/// What a link logged, through a capturing log handler.
+final class LogLines: Sendable {
+    let capture = LogCapture()
+    var lines: [String] { capture.records.map(\.message) }
 }
 
 @Suite("L2CAP channel registry")
@@ -248,10 +251,22 @@ struct L2CAPChannelRegistryTests {
         #expect(lower.sentHex.last == hex("0100 2100 cc"))
     }
 
+    @Test func aLinkLogsOnCorebluetoothL2CAPTaggedWithItsConnection() throws {
+        let capture = LogCapture()
+        let l = L2CAPLink(handle: 0x40, role: .peripheral, lower: lower, loop: loop, peer: "00:1B:DC:00:00:02 (public)",
+                          logging: capture.logging)
+        l.receive(BasicFrame(channelID: 0x0021, payload: [1]).encode())
+        let record = try #require(capture.records.first)
+        #expect(record.label == "corebluetooth.l2cap")
+        #expect(record.level == .debug)
+        #expect(record.message == "dropped a PDU for unknown channel 0x0021")
+        #expect(record.metadata == ["connection": "0x0040", "peer": "00:1B:DC:00:00:02 (public)", "role": "peripheral"])
+    }
+
     @Test func unknownCIDsAreDroppedWithALogLine() {
         let l = link()
         let log = LogLines()
-        l.log = { log.lines.append($0) }
+        l.logger = log.capture.logger(.l2cap)
         var att = 0
         l.att.onReceive = { _ in att += 1 }
         for cid: UInt16 in [0x0000, 0x0021, 0x003F, 0x0040, 0x007F, 0x1234] {
@@ -259,7 +274,7 @@ struct L2CAPChannelRegistryTests {
         }
         #expect(att == 0)
         #expect(lower.sent.isEmpty)
-        #expect(log.lines == ["0", "21", "3f", "40", "7f", "1234"].map { "dropped a PDU for unknown channel 0x\($0)" })
+        #expect(log.lines == ["0000", "0021", "003f", "0040", "007f", "1234"].map { "dropped a PDU for unknown channel 0x\($0)" })
     }
 
     @Test func channelsAreClosedWhenTheLinkCloses() throws {

@@ -1,5 +1,6 @@
 import HCI
 import LECrypto
+import LogTesting
 import Scheduling
 import SMP
 import Testing
@@ -122,7 +123,9 @@ final class PairedLink: @unchecked Sendable {
     /// Results of simulated encryptions: whether the keys matched.
     var encryptions: [Bool] = []
     var simulatesEncryption = true
-    var logs: [String] = []
+    /// What both managers logged (`corebluetooth.smp`, each tagged with its side of the link).
+    let logCapture = LogCapture()
+    var logs: [String] { logCapture.records.map(\.message) }
 
     init(central centralConfiguration: SMPConfiguration = SMPConfiguration(),
          peripheral peripheralConfiguration: SMPConfiguration = SMPConfiguration(),
@@ -143,9 +146,8 @@ final class PairedLink: @unchecked Sendable {
         }
         central.delegate = centralRecorder
         peripheral.delegate = peripheralRecorder
-        let logs: @Sendable (String) -> Void = { [unowned self] line in self.logs.append(line) }
-        central.log = logs
-        peripheral.log = logs
+        central.logger = logCapture.logging.logger(.smp, connection: 0x0040, peer: "\(peripheralAddress)", role: "central")
+        peripheral.logger = logCapture.logging.logger(.smp, connection: 0x0041, peer: "\(centralAddress)", role: "peripheral")
         centralRecorder.onStartEncryption = { [unowned self] key in
             guard self.simulatesEncryption else { return }
             self.loop.execute { self.encrypt(with: key) }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Scheduling
+import StackLogging
 import VirtualController
 
 #if canImport(Glibc)
@@ -38,7 +39,8 @@ struct RadioCommand: ParsableCommand {
         do { server = try RadioServer(path: listen, radio: radio) } catch { throw ToolError("\(error)") }
         defer { server.close() }
         let context = ToolContext.current
-        server.log = { context.error("radio: \($0)") }
+        // Processes joining and leaving are what this command shows: info unless CB_LOG says.
+        server.logger = StackLogging(level: StackLogging.environmentLevel ?? .info).logger(.controller)
         emit("virtual radio listening on \(listen) (join it with CB_TRANSPORT=virtual:\(listen))")
 
         let done = DispatchSemaphore(value: 0)

@@ -84,7 +84,6 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         events.manager = self
         events.connectionEvents = device?.connectionEvents
         service.events = events
-        service.log = StackLog.sink
         if let remote {
             let role = RemoteCentralRole(host: remote)
             role.events = events

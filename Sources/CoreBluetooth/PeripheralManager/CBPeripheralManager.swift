@@ -54,7 +54,6 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         delegateStorage = delegate
         events.manager = self
         service.events = events
-        service.log = StackLog.sink
         if let remote {
             let role = RemotePeripheralRole(host: remote)
             role.events = events

@@ -1,8 +1,10 @@
 import Foundation
+import Logging
 import Scheduling
+import StackLogging
 
-/// Calls the app should not make (Apple logs them as "API MISUSE" and ignores them): logged to
-/// standard error once per distinct message and kept for tests.
+/// Calls the app should not make (Apple logs them as "API MISUSE" and ignores them): logged
+/// (`corebluetooth.api`, error: shown unless `CB_LOG=0`, as before) once per distinct message and kept for tests.
 enum APIMisuse {
     private static let seen = Locked<[String]>([])
 
@@ -14,36 +16,23 @@ enum APIMisuse {
             if seen.count > 1000 { seen.removeFirst(seen.count - 1000) }
             return isNew
         }
-        if isNew { FileHandle.standardError.write(Data("[CoreBluetooth] API MISUSE: \(message)\n".utf8)) }
+        if isNew { StackLog.logger.error("API MISUSE: \(message)") }
     }
 
     /// Every report so far, oldest first (the last 1000).
     static var reports: [String] { seen.current }
 }
 
-/// Things worth telling a developer that are not misuse (a transport failing, a peer
-/// misbehaving): standard error when `CB_LOG` is set.
+/// The API layer's logger, `corebluetooth.api`: why a manager has no usable device (error:
+/// the one thing shown when `CB_LOG` is unset, as the app otherwise sees only `.unsupported`;
+/// `CB_LOG=0` hides it too, for a tool that reports `linuxUnavailableReason` itself), and
+/// things worth telling a developer that are not misuse (a transport failing).
 enum StackLog {
-    static let isEnabled = ProcessInfo.processInfo.environment["CB_LOG"].map { !$0.isEmpty && $0 != "0" } ?? false
-    /// `CB_LOG=0`: not even why a device is unusable (a tool that reports it itself, from
-    /// `linuxUnavailableReason`).
-    static let isQuiet = ProcessInfo.processInfo.environment["CB_LOG"] == "0"
+    /// Made when used (rare events), so that it follows the logging system an app bootstrapped.
+    static var logger: Logger { StackLogging.standard.logger(.api) }
 
-    /// Why a manager has no usable device: on standard error unless `CB_LOG=0`, as the app
-    /// otherwise sees only `.unsupported`.
+    /// Why a manager has no usable device.
     static func deviceProblem(_ message: String) {
-        guard !isQuiet else { return }
-        FileHandle.standardError.write(Data("[CoreBluetooth] \(message)\n".utf8))
-    }
-
-    static func log(_ message: @autoclosure () -> String) {
-        guard isEnabled else { return }
-        FileHandle.standardError.write(Data("[CoreBluetooth] \(message())\n".utf8))
-    }
-
-    /// A logging closure for the layers below, or nil when logging is off.
-    static var sink: (@Sendable (String) -> Void)? {
-        guard isEnabled else { return nil }
-        return { @Sendable message in FileHandle.standardError.write(Data("[CoreBluetooth] \(message)\n".utf8)) }
+        logger.error("\(message)")
     }
 }

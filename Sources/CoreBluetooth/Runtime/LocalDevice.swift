@@ -258,10 +258,10 @@ final class LocalDevice: @unchecked Sendable {
             do {
                 transport = SnoopingTransport(wrapping: transport, writer: try BtsnoopWriter(path: snoopPath))
             } catch {
-                StackLog.log("cannot write capture \(snoopPath): \(error)")
+                StackLog.logger.warning("cannot write capture \(snoopPath): \(error)")
             }
         }
-        let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current, log: StackLog.sink)
+        let device = HostDevice(transport: transport, loop: loop, deviceName: LocalDeviceName.current)
         device.pairingAgent = ProcessPairingAgent()
         // A peer that bonds keeps the identifier handed out for the address it paired from.
         device.onBond = { [identifiers] linkPeer, identity in identifiers.bonded(identity, seenAt: linkPeer) }
@@ -284,7 +284,7 @@ final class LocalDevice: @unchecked Sendable {
                     device.loadResolvingList { [self] in
                         guard let rotation = privacyRotation.current else { return finish(.success(device)) }
                         device.enablePrivacy(rotation: rotation) { result in
-                            if case .failure(let error) = result { StackLog.log("no private addresses: \(error)") }
+                            if case .failure(let error) = result { StackLog.logger.notice("no private addresses: \(error)") }
                             finish(.success(device))
                         }
                     }
@@ -317,9 +317,9 @@ final class LocalDevice: @unchecked Sendable {
         DispatchQueue.global().async { [self] in
             let store: BondStore?
             do {
-                store = try BondStore(controllerIdentity: identity, directory: named, log: StackLog.sink)
+                store = try BondStore(controllerIdentity: identity, directory: named)
             } catch {
-                StackLog.log("bonds kept in memory only: \(error)")
+                StackLog.logger.warning("bonds kept in memory only: \(error)")
                 store = nil
             }
             loop.execute { [self] in

@@ -5,7 +5,9 @@ import Darwin
 #endif
 import Foundation
 import HCI
+import Logging
 import Scheduling
+import StackLogging
 
 /// Hosts a `VirtualRadio` for other processes over a Unix-domain socket: each process's
 /// `RadioProxy` attaches its controllers here, and the radio routes their PDUs (RSSI from
@@ -17,8 +19,9 @@ import Scheduling
 public final class RadioServer: @unchecked Sendable {
     public let path: String
     public let radio: VirtualRadio
-    /// Logs clients coming and going; nil logs nothing. Called on the radio's loop.
-    public var log: (@Sendable (String) -> Void)?
+    /// `corebluetooth.controller`: clients coming (info) and going (info, or warning when
+    /// dropped for an error). Set before clients come.
+    public var logger = StackLogging.standard.logger(.controller)
 
     private let listenFD: Int32
     private let lock = NSLock()
@@ -89,7 +92,7 @@ public final class RadioServer: @unchecked Sendable {
         sessions[client] = session
         try? connection.sendNow(.welcome(version: RadioWireMessage.version, client: client,
                                          timedAirTime: radio.airTime == .timed))
-        log?("process \(client) joined")
+        logger.info("process \(client) joined")
         let loop = radio.loop
         connection.startReading(onMessage: { [weak self] message in
             let server = self
@@ -103,7 +106,7 @@ public final class RadioServer: @unchecked Sendable {
     private func drop(_ session: Session, problem: String?) {
         guard sessions.removeValue(forKey: session.client) != nil else { return }
         for id in session.devices.sorted() { detach(id) }
-        log?("process \(session.client) left\(problem.map { " (\($0))" } ?? "")")
+        logger.info("process \(session.client) left\(problem.map { " (\($0))" } ?? "")")
     }
 
     private func detach(_ global: UInt32) {
@@ -121,7 +124,7 @@ public final class RadioServer: @unchecked Sendable {
         do {
             try apply(message, from: session)
         } catch {
-            log?("process \(session.client): \(error); disconnecting it")
+            logger.warning("process \(session.client): \(error); disconnecting it")
             session.connection.close()
         }
     }
