@@ -223,6 +223,9 @@ struct HostilePeerTests {
             let outcome = try rig.read(Self.protected) ?? ""
             // The refusal stands: CBATTError.insufficientEncryption.
             rig.check(outcome.hasSuffix("error att \(CBATTError.Code.insufficientEncryption.rawValue)"), "the read: \(outcome)")
+            // Our Pairing Failed is sent before the read's error reaches the app, but a line to
+            // the peer can overtake it on the way: the hook must still be armed when it lands.
+            rig.check(rig.peer.waitFor("SMP 050b"), "Pairing Failed reached the peer")
             rig.peer("arm disarm", expect: "ARMED")
             let smp = rig.peer.completeLines.filter { $0.hasPrefix("SMP ") }.map(String.init)
             rig.check(smp.first?.hasPrefix("SMP 01") == true, "our Pairing Request: \(smp)")
