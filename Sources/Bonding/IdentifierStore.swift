@@ -267,6 +267,9 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
     /// `sparing`, the one just handed out); returns their keys. Evicts an eighth below
     /// `capacity` at once, so that a busy scan sorts once per many new devices, not at each.
     private static func evict(_ entries: inout [LEAddress: Entry], capacity: Int, sparing: LEAddress? = nil) -> [LEAddress] {
+        // The count below is at most the number of entries: under capacity there is nothing to
+        // evict, and no reason to walk every entry (each new device did, O(N²) for a fleet).
+        guard entries.count > capacity else { return [] }
         let candidates = entries.filter { !$0.value.bonded && $0.key != sparing }
         let count = candidates.count + (sparing.flatMap { entries[$0] }.map { $0.bonded ? 0 : 1 } ?? 0)
         guard count > capacity else { return [] }

@@ -53,8 +53,9 @@ struct ExtendedReportAssembler {
     mutating func add(_ r: LEExtendedAdvertisingReport.Report) -> AdvertisingReport? {
         let type = r.eventType
         let key = Key(address: r.address, sid: r.advertisingSID, scanResponse: type.contains(.scanResponse))
-        var data = partial.removeValue(forKey: key) ?? []
-        data += r.data
+        // Most reports are whole: no lookup (a hash of the key) and no copy for them.
+        var data = r.data
+        if !partial.isEmpty, let earlier = partial.removeValue(forKey: key) { data = earlier + r.data }
         if type.dataStatus == .incompleteMoreToCome {
             // Bound what a misbehaving controller can make us hold (the spec's maximum is 1650).
             if data.count <= 1650 { partial[key] = data }

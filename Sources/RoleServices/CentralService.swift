@@ -92,6 +92,9 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
         var isConnectable = false
         /// What was reported last: the advertising data and scan response, concatenated.
         var reported: [UInt8]?
+        /// The last concatenation parsed, and its parse: an advertiser sends the same bytes
+        /// event after event, and with duplicates allowed each is reported (parsed once).
+        var parsed: (bytes: [UInt8], data: AdvertisingData)?
     }
 
     // MARK: Connections
@@ -157,7 +160,13 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
         defer { advertisers[report.address] = entry }
         let bytes = (entry.advertisement ?? []) + (entry.scanResponse ?? [])
         if !scan.allowDuplicates, entry.reported == bytes { return }
-        let data = AdvertisingData(bytes: bytes)
+        let data: AdvertisingData
+        if let parsed = entry.parsed, parsed.bytes == bytes {
+            data = parsed.data
+        } else {
+            data = AdvertisingData(bytes: bytes)
+            entry.parsed = (bytes, data)
+        }
         guard Self.matches(data, scan) else { return }
         entry.reported = bytes
         events?.central(self, didDiscover: report.address, advertisement: data,

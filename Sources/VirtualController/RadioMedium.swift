@@ -17,6 +17,9 @@ public protocol RadioMedium: AnyObject, Sendable {
     func move(_ id: RadioDeviceID, to position: RadioPosition)
     func setTxPowerOffset(_ id: RadioDeviceID, _ offset: Double)
     func setPowered(_ id: RadioDeviceID, _ on: Bool)
+    /// The device's `listensForAdvertising` may have changed (it started or stopped scanning or
+    /// initiating): a medium that delivers broadcasts to listeners only asks it again.
+    func listeningChanged(_ id: RadioDeviceID)
     /// The RSSI `receiver` would measure for `sender` now, if the medium can tell.
     func rssi(from sender: RadioDeviceID, to receiver: RadioDeviceID) -> Int8?
 
@@ -47,6 +50,10 @@ public protocol RadioMedium: AnyObject, Sendable {
 
 extension RadioMedium {
     public func attach(_ device: RadioDevice) -> RadioDeviceID { attach(device, at: RadioPosition()) }
+
+    /// A medium that hands every broadcast to every device (a proxy: the radio it stands for
+    /// hears everything its devices might) needs no word of it.
+    public func listeningChanged(_ id: RadioDeviceID) {}
 
     @discardableResult
     public func transmit(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, from sender: RadioDeviceID) -> Int64 {

@@ -430,7 +430,8 @@ extension VirtualController {
         repeat {
             let end = min(offset + Self.maxExtendedReportData, data.count)
             var fragment = report
-            fragment.data = Array(data[offset..<end])
+            // Data that fits one report goes as it is (no copy).
+            fragment.data = offset == 0 && end == data.count ? data : Array(data[offset..<end])
             fragment.eventType.dataStatus = end < data.count ? .incompleteMoreToCome : truncated ? .incompleteTruncated : .complete
             sendLEEvent(LEExtendedAdvertisingReport(reports: [fragment]))
             offset = end

@@ -49,8 +49,10 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     @exclusivity(unchecked) var leEventMask: UInt64 = 0
     @exclusivity(unchecked) var randomAddress: BluetoothAddress?
     @exclusivity(unchecked) var advertising = AdvertisingState()
-    @exclusivity(unchecked) var scanning = ScanningState()
-    @exclusivity(unchecked) var initiating: LECreateConnection?
+    @exclusivity(unchecked) var scanning = ScanningState() { didSet { noteListening() } }
+    @exclusivity(unchecked) var initiating: LECreateConnection? { didSet { noteListening() } }
+    /// `listensForAdvertising` as the radio last heard it (the radio keeps a list of listeners).
+    @exclusivity(unchecked) private var announcedListening = false
     @exclusivity(unchecked) var filterAcceptList: [LEAddress] = []
     @exclusivity(unchecked) var resolvingList: [ResolvingListEntry] = []
     @exclusivity(unchecked) var addressResolutionEnabled = false
@@ -82,6 +84,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         resetState()
         if radio.loop.inLoop {
             radioID = radio.attach(self, at: position)
+            announcedListening = listensForAdvertising
         } else {
             // Attach synchronously for manually paced loops driven by this thread later.
             radioIDPending = position
@@ -95,7 +98,16 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         if let position = radioIDPending {
             radioIDPending = nil
             radioID = radio.attach(self, at: position)
+            announcedListening = listensForAdvertising
         }
+    }
+
+    /// Tells the radio when `listensForAdvertising` changes (once attached: attaching asks it).
+    private func noteListening() {
+        let now = listensForAdvertising
+        guard now != announcedListening, radioID != 0 else { return }
+        announcedListening = now
+        radio.listeningChanged(radioID)
     }
 
     /// A transport for a host in this process. The controller listens on the other end.

@@ -17,7 +17,10 @@ public protocol RadioDevice: AnyObject, Sendable {
     func radioDidReceive(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, rssi: Int8, from sender: RadioDeviceID)
     /// Whether broadcast advertising PDUs can matter to the device now (it scans or initiates).
     /// The radio hands them to listening devices only: with a thousand advertisers, delivering
-    /// each PDU to every device (a loop job and an RSSI each) was most of the work.
+    /// each PDU to every device (a loop job and an RSSI each) was most of the work. The radio
+    /// asks when the device attaches and again when the device calls `listeningChanged(_:)`
+    /// on it, so a device whose answer changes must say so (it keeps a list of listeners, not
+    /// visiting every device per PDU).
     var listensForAdvertising: Bool { get }
 }
 
@@ -61,6 +64,11 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// between instances, so everything that visits several devices or links goes in this
     /// order (or sorted) to keep a seeded run the same every time.
     @exclusivity(unchecked) private var deviceOrder: [RadioDeviceID] = []
+    /// The devices that listen for broadcast advertising PDUs (`RadioDevice.listensForAdvertising`
+    /// when they attached or last called `listeningChanged`), in attachment order: identifiers
+    /// grow with attachment, so this is `deviceOrder`'s listening subset, kept sorted. A
+    /// broadcast visits these only (a scanner among a thousand advertisers: one, not a thousand).
+    @exclusivity(unchecked) private var listeners: [RadioDeviceID] = []
     @exclusivity(unchecked) private var nextID: RadioDeviceID = 1
     /// Connections by access address: the two devices in them and whether they can hear each other.
     @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)>()
@@ -88,15 +96,38 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         nextID += 1
         devices[id] = Entry(ref: WeakDevice(device), position: position, txPowerOffset: 0, poweredOn: true)
         deviceOrder.append(id)
+        if device.listensForAdvertising { listeners.append(id) }
         return id
     }
 
     public func detach(_ id: RadioDeviceID) {
         devices[id] = nil
         deviceOrder.removeAll { $0 == id }
+        removeListener(id)
         for aa in links.keys.sorted() {
             if let link = links[aa], link.a == id || link.b == id { linkLost(aa, notifyingExcept: id) }
         }
+    }
+
+    /// A device's `listensForAdvertising` may have changed: the radio asks it again.
+    public func listeningChanged(_ id: RadioDeviceID) {
+        guard let device = devices[id]?.device else { return removeListener(id) }
+        if device.listensForAdvertising { addListener(id) } else { removeListener(id) }
+    }
+
+    /// Inserts `id` into `listeners` in order (identifiers follow attachment order).
+    private func addListener(_ id: RadioDeviceID) {
+        var low = 0, high = listeners.count
+        while low < high {
+            let middle = (low + high) / 2
+            if listeners[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        if low < listeners.count && listeners[low] == id { return }
+        listeners.insert(id, at: low)
+    }
+
+    private func removeListener(_ id: RadioDeviceID) {
+        if let index = listeners.firstIndex(of: id) { listeners.remove(at: index) }
     }
 
     public func position(of id: RadioDeviceID) -> RadioPosition? { devices[id]?.position }
@@ -144,7 +175,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         guard devices[sender]?.poweredOn == true else { return 0 }
         advertisingPDUsSent += 1
         let air = airTime == .timed ? LEPHY.le1M.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
-        for id in deviceOrder where id != sender {
+        for id in listeners where id != sender {
             guard let device = devices[id]?.device, device.listensForAdvertising,
                   let rssi = rssi(from: sender, to: id) else { continue }
             deliver(after: air) { device.radioDidReceive(pdu, rssi: rssi, from: sender) }
@@ -173,8 +204,15 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         guard devices[sender]?.poweredOn == true else { return 0 }
         advertisingPDUsSent += 1
         let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
-        for (id, entry) in devices where id != sender && (receiver == nil || receiver == id) {
-            guard let device = entry.device, receiver != nil || device.listensForAdvertising,
+        if let receiver {
+            // Unicast: the one device, not a walk over all of them.
+            guard receiver != sender, let device = devices[receiver]?.device,
+                  let rssi = rssi(from: sender, to: receiver) else { return air }
+            deliver(after: air) { device.radioDidReceive(pdu, phy: phy, rssi: rssi, from: sender) }
+            return air
+        }
+        for id in listeners where id != sender {
+            guard let device = devices[id]?.device, device.listensForAdvertising,
                   let rssi = rssi(from: sender, to: id) else { continue }
             deliver(after: air) { device.radioDidReceive(pdu, phy: phy, rssi: rssi, from: sender) }
         }

@@ -8,8 +8,14 @@ import GAP
 enum AdvertisementDictionary {
     /// The dictionary for `data` (advertising data followed by scan response data).
     static func make(from data: AdvertisingData, isConnectable: Bool) -> [String: Any] {
+        make(from: data, isConnectable: isConnectable, localName: data.localName, serviceUUIDs: data.serviceUUIDs)
+    }
+
+    /// The same, with `data.localName` and `data.serviceUUIDs` the caller already has.
+    static func make(from data: AdvertisingData, isConnectable: Bool, localName: String?,
+                     serviceUUIDs services: [BluetoothUUID]) -> [String: Any] {
         var dictionary: [String: Any] = [CBAdvertisementDataIsConnectable: NSNumber(value: isConnectable)]
-        if let name = data.localName { dictionary[CBAdvertisementDataLocalNameKey] = name }
+        if let name = localName { dictionary[CBAdvertisementDataLocalNameKey] = name }
         // Apple gives the whole field: the company identifier (little-endian) and its data.
         if let first = data.manufacturerData.first { dictionary[CBAdvertisementDataManufacturerDataKey] = Data(first.bytes) }
         let serviceData = data.serviceDataByUUID
@@ -18,7 +24,6 @@ enum AdvertisementDictionary {
                 (CBUUID(bluetoothUUID: $0.key), Data($0.value))
             })
         }
-        let services = data.serviceUUIDs
         if !services.isEmpty { dictionary[CBAdvertisementDataServiceUUIDsKey] = services.map { CBUUID(bluetoothUUID: $0) } }
         let solicited = data.solicitedServiceUUIDs
         if !solicited.isEmpty {

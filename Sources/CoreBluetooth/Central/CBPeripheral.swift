@@ -60,6 +60,13 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     }
 
     deinit {
+        // Releasing a peripheral cancels what the app started with it: a connection, or an
+        // attempt (a reconnection included: `.connecting`). A disconnected one started
+        // nothing that is still going, and a scanning app that keeps none of the peripherals it
+        // is told about releases one per report: no loop job and no look for another object
+        // for the address (a walk of every object when the app holds none) for those.
+        // Nothing else holds the object now, so its state is read without the manager's lock.
+        guard linkStateStorage != .disconnected else { return }
         manager?.peripheralReleased(address: addressStorage)
     }
 

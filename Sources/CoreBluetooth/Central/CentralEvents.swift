@@ -1,4 +1,5 @@
 import ATT
+import AssignedNumbers
 import Foundation
 import GAP
 import HCI
@@ -16,6 +17,23 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     var connectionEvents: ConnectionEvents?
     /// Peers the role is connected to, as told to `connectionEvents` (loop-confined).
     private var connectedPeers: Set<LEAddress> = []
+    /// The advertisement dictionary last made for each peer, with the bytes it was made from
+    /// (loop-confined): an advertiser repeats itself, and with duplicates allowed every packet
+    /// is reported, so the dictionary (a walk of every field, an object per value) is made
+    /// again only when what the peer sends changes. Its values are immutable (NSNumber,
+    /// String, Data, CBUUID and collections of them), so deliveries can share them.
+    private var advertisements: [LEAddress: MadeAdvertisement] = [:]
+    /// Peers whose dictionary is kept, at most; past it the cache starts again.
+    static let cachedAdvertisements = 4096
+
+    private struct MadeAdvertisement {
+        let advertisement: [UInt8]
+        let scanResponse: [UInt8]?
+        let isConnectable: Bool
+        let services: [BluetoothUUID]
+        let name: String?
+        let dictionary: [String: Any]
+    }
 
     /// The role's connections are gone for it (its device stopped, or the manager went).
     func releaseConnections() {
@@ -26,18 +44,38 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
 
     func central(_ service: any CentralRole, didDiscover peer: LEAddress, advertisement data: AdvertisingData,
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
-        connectionEvents?.learned(data.serviceUUIDs, of: peer)
+        // `data` is the parse of `raw` (the advertisement, then the scan response): the same
+        // bytes make the same dictionary.
+        let made: MadeAdvertisement
+        if let last = advertisements[peer], last.isConnectable == isConnectable, last.advertisement == raw.advertisement,
+           last.scanResponse == raw.scanResponse {
+            made = last
+        } else {
+            made = Self.make(data, raw: raw, isConnectable: isConnectable)
+            if advertisements.count >= Self.cachedAdvertisements && advertisements[peer] == nil { advertisements = [:] }
+            advertisements[peer] = made
+        }
+        connectionEvents?.learned(made.services, of: peer)
         guard let manager else { return }
-        let peripheral = manager.peripheral(for: peer, advertisedName: data.localName, advertisedServices: data.serviceUUIDs)
-        var made = AdvertisementDictionary.make(from: data, isConnectable: isConnectable)
-        made[CBAdvertisementDataLinuxAdvertisingDataKey] = Data(raw.advertisement)
-        if let scanResponse = raw.scanResponse { made[CBAdvertisementDataLinuxScanResponseDataKey] = Data(scanResponse) }
-        let dictionary = Unchecked(made)
+        let peripheral = manager.peripheral(for: peer, advertisedName: made.name, advertisedServices: made.services)
+        let dictionary = Unchecked(made.dictionary)
         // 127: the controller could not measure it.
         let rssi = NSNumber(value: Int(rssi ?? 127))
         manager.deliver { manager, delegate in
             delegate.centralManager(manager, didDiscover: peripheral, advertisementData: dictionary.value, rssi: rssi)
         }
+    }
+
+    private static func make(_ data: AdvertisingData, raw: (advertisement: [UInt8], scanResponse: [UInt8]?),
+                             isConnectable: Bool) -> MadeAdvertisement {
+        // Each accessor walks the elements and builds an array: once each.
+        let services = data.serviceUUIDs, name = data.localName
+        var dictionary = AdvertisementDictionary.make(from: data, isConnectable: isConnectable, localName: name,
+                                                      serviceUUIDs: services)
+        dictionary[CBAdvertisementDataLinuxAdvertisingDataKey] = Data(raw.advertisement)
+        if let scanResponse = raw.scanResponse { dictionary[CBAdvertisementDataLinuxScanResponseDataKey] = Data(scanResponse) }
+        return MadeAdvertisement(advertisement: raw.advertisement, scanResponse: raw.scanResponse, isConnectable: isConnectable,
+                                 services: services, name: name, dictionary: dictionary)
     }
 
     func centralScanFailed(_ service: any CentralRole) {

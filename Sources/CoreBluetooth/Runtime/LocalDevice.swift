@@ -305,7 +305,9 @@ final class LocalDevice: @unchecked Sendable {
     /// directory. Then `done`, on the loop.
     private func openBondStore(for device: HostDevice, then done: @escaping () -> Void) {
         let named = bondDirectory.current.map { URL(fileURLWithPath: $0) }
-        let explicit = named != nil || ProcessInfo.processInfo.environment["CB_BOND_DIR"].map { !$0.isEmpty } ?? false
+        // One variable: `getenv`, not the whole environment as a dictionary (a walk of every
+        // variable, once per manager).
+        let explicit = named != nil || getenv("CB_BOND_DIR").map { $0.pointee != 0 } ?? false
         guard externalSpec != nil || explicit else { return done() }
         // The controller's identity: its public address (bonds follow the controller).
         guard let identity = device.host.info.map({ LEAddress(.publicDevice, $0.address) }) else { return done() }
