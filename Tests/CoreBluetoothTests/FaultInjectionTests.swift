@@ -144,9 +144,11 @@ private final class ProcedureRun: @unchecked Sendable {
     /// one made as the link goes, once the peripheral is no longer connected, is refused as
     /// misuse and answered by nothing, as on iOS.
     func issue(_ kind: String, on peripheral: CBPeripheral, _ call: () -> Void) {
-        let before = peripheral.pendingCallCount
+        // Counted by acceptance, not by what still waits: a caller off the delegate queue may
+        // look only after the callback has taken the call.
+        let before = peripheral.acceptedCallCount
         call()
-        let accepted = peripheral.pendingCallCount > before
+        let accepted = peripheral.acceptedCallCount > before
         lock.withLock {
             if accepted { issuedStorage[kind, default: 0] += 1 } else { refusedStorage.append(kind) }
         }

@@ -30,6 +30,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     @exclusivity(unchecked) var owesWriteReadiness = false
     /// The calls the app made that wait for their callback, oldest first (``begin(_:)``).
     @exclusivity(unchecked) private var pendingCalls: [PendingCall] = []
+    /// How many calls were ever accepted (guarded by the lock; tests).
+    @exclusivity(unchecked) private var acceptedCallsStorage = 0
     /// Observers hearing the delegate's events too (CoreBluetoothAsync's tap).
     @exclusivity(unchecked) private var taps = EventTaps<CBPeripheralDelegate>()
 
@@ -201,6 +203,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             guard linkStateStorage == .connected else { return nil }
             let call = PendingCall(fail)
             pendingCalls.append(call)
+            acceptedCallsStorage &+= 1
             return call
         }
     }
@@ -250,6 +253,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
 
     /// How many calls wait for their callback (tests).
     package var pendingCallCount: Int { synchronized { pendingCalls.count } }
+    /// How many calls expecting a callback this peripheral ever accepted (tests: whether a call
+    /// was accepted, even when its callback has come and gone by the time the caller looks).
+    package var acceptedCallCount: Int { synchronized { acceptedCallsStorage } }
 
     /// Reports a procedure's outcome through `call`'s delegate callback: on success `apply`
     /// runs first (on the loop: discovery results go onto the objects), then `callback` with
