@@ -18,6 +18,7 @@ import VirtualController
 public enum DaemonCommand {
     public static let usage = """
         usage: corebluetoothd [--transport SPEC] [--listen PATH] [--on-event COMMAND]
+        SIGUSR1 logs one status line (clients, kept sessions, links and their owners).
           --transport SPEC  the controller to own: any CB_TRANSPORT value (virtual:PATH, tcp:HOST:PORT,
                             unix:PATH, serial:DEVICE, hci:N); default $CB_TRANSPORT, else virtual
           --listen PATH     the socket clients connect to; default $XDG_RUNTIME_DIR/\(DaemonSocketPath.fileName),
@@ -128,6 +129,13 @@ public enum DaemonCommand {
             source.resume()
             signalSources.withLock { $0.append(Unchecked(source)) }
         }
+        // SIGUSR1: one line of what the daemon holds (clients, links and their owners…), on
+        // stderr; the process tests read it to find what a client left behind.
+        Glibc.signal(SIGUSR1, SIG_IGN)
+        let status = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .main)
+        status.setEventHandler { keep.value.1.status(log) }
+        status.resume()
+        signalSources.withLock { $0.append(Unchecked(status)) }
         dispatchMain()
     }
 
