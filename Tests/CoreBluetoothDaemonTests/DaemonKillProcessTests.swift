@@ -63,7 +63,8 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
     // The counters and held requests are behind the lock; `manager` is set once before use.
     private let lock = NSLock()
     private var heldReads: [CBATTRequest] = []
-    private var heldWrites: [CBATTRequest] = []
+    /// Each a Write Request's or an Execute Write's requests.
+    private var heldWrites: [[CBATTRequest]] = []
     private var holdingStorage = true
     private var subscribers: [CBUUID: Set<UUID>] = [:]
     private var fee5 = Data([0x05])
@@ -84,7 +85,8 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
     }
 
     var heldReadOffsets: [Int] { lock.withLock { heldReads.map(\.offset) } }
-    var heldWriteCount: Int { lock.withLock { heldWrites.count } }
+    /// The bytes of each write held.
+    var heldWriteLengths: [Int] { lock.withLock { heldWrites.map { $0.reduce(0) { $0 + ($1.value?.count ?? 0) } } } }
     /// The centrals subscribed to `characteristic` now.
     func subscriberCount(_ characteristic: String) -> Int { lock.withLock { subscribers[uuid(characteristic)]?.count ?? 0 } }
 
@@ -94,13 +96,13 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
     /// Answers what it held (and everything from now on).
     func release() {
         queue.async { [self] in
-            let (reads, writes) = lock.withLock { () -> ([CBATTRequest], [CBATTRequest]) in
+            let (reads, writes) = lock.withLock { () -> ([CBATTRequest], [[CBATTRequest]]) in
                 holdingStorage = false
                 defer { heldReads = []; heldWrites = [] }
                 return (heldReads, heldWrites)
             }
             for request in reads { answer(request) }
-            if let first = writes.first { manager.respond(to: first, withResult: .success) }
+            for requests in writes { if let first = requests.first { manager.respond(to: first, withResult: .success) } }
         }
         agent.acceptAll()
     }
@@ -154,7 +156,7 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
             return peripheral.respond(to: first, withResult: .success)
         }
         let holds = lock.withLock { holdingStorage }
-        if holds { return lock.withLock { heldWrites.append(first) } }
+        if holds { return lock.withLock { heldWrites.append(requests) } }
         peripheral.respond(to: first, withResult: .success)
     }
 
@@ -341,7 +343,7 @@ struct DaemonKillProcessTests {
             #expect(await eventually(timeout: .seconds(15)) { output.lines.contains("notifying FEE3 true") }, "\(procedure): \(output.lines)")
             #expect(await eventually { peripheral.subscriberCount("FEE3") == 1 }, "\(procedure): the victim's subscription")
             let (middle, seen) = await statusWhen { underWay(output.lines, $0) }
-            #expect(middle, "\(procedure) under way: \(output.lines) \(seen.map { "\($0)" } ?? "no status")")
+            #expect(middle, "\(procedure) on \(service) under way: \(output.lines) \(seen.map { "\($0)" } ?? "no status")")
 
             let pid = victim.processIdentifier
             kill(pid, SIGKILL)
@@ -358,9 +360,10 @@ struct DaemonKillProcessTests {
                 $0["clients"] == "1" && $0["links"] == "1" && $0["owners"] == "1" && $0["procedures"] == "0" && $0["pending"] == "0"
                     && $0["subscriptions"] == "1"
             }
-            #expect(clean, "\(procedure): after the kill \(last.map { "\($0)" } ?? "no status")")
+            #expect(clean, "\(procedure) on \(service): after the kill \(last.map { "\($0)" } ?? "no status")")
             #expect(await eventually { peripheral.subscriberCount("FEE3") == 0 }, "\(procedure): the victim's FEE3 subscription is left")
             #expect(p.subscriberCount("FEE1") == 1, "\(procedure): the survivor's FEE1 subscription")
+            #expect(await eventually { q.subscriberCount("FEE1") == 0 }, "\(procedure): the victim's FEE1 subscription is left on Q")
 
             // The daemon serves the survivor: a notification, a read, a write and a read.
             byte += 1
@@ -374,24 +377,35 @@ struct DaemonKillProcessTests {
             #expect(!survivor.log.contains("disconnected"), "\(procedure): \(survivor.log)")
         }
 
-        // Discovery: all services asked for, waiting behind a read P holds.
-        try await killInTheMiddle(of: "discover", on: "FEED") { lines, status in
-            lines.contains("discovering") && p.heldReadOffsets == [0] && (Int(status["procedures"]) ?? 0) >= 2
-        }
-        // Long write: the value prepared, Execute Write sent, P holds its answer.
-        try await killInTheMiddle(of: "long-write", on: "FEED") { lines, _ in lines.contains("writing") && p.heldWriteCount == 1 }
-        // Long read: the first part read, P holds the Read Blob.
-        try await killInTheMiddle(of: "long-read", on: "FEED") { lines, _ in
-            lines.contains("reading") && p.heldReadOffsets.count == 1 && p.heldReadOffsets[0] > 0
-        }
-        // Subscribe: to FEE1, the survivor's too, waiting behind a read P holds.
-        try await killInTheMiddle(of: "subscribe", on: "FEED") { lines, status in
-            lines.contains("subscribing") && p.heldReadOffsets == [0] && (Int(status["procedures"]) ?? 0) >= 2
-        }
-        // Pairing: a read of FEE4 refused for want of encryption, the daemon pairing (Just
-        // Works), Q's agent holding its prompt; the victim alone on Q's link, which must go down.
-        try await killInTheMiddle(of: "pair", on: "FEEF") { lines, status in
-            lines.contains("pairing") && q.agent.count == 1 && status["links"] == "2"
+        /// The most GATT procedures queued or running on one link.
+        func procedures(_ status: DaemonStatus) -> Int { status["procedures"].split(separator: ",").compactMap { Int($0) }.max() ?? 0 }
+        // Each procedure on P's link, which the survivor shares (it stays up: what the victim
+        // left on it must go), then on Q's, which the victim has alone (it must go down).
+        for (service, peripheral) in [("FEED", p), ("FEEF", q)] {
+            let links = service == "FEED" ? "1" : "2"
+            // Discovery: all services asked for, waiting behind a read the peripheral holds.
+            try await killInTheMiddle(of: "discover", on: service) { lines, status in
+                lines.contains("discovering") && peripheral.heldReadOffsets == [0] && procedures(status) >= 2 && status["links"] == links
+            }
+            // Long write: the 200 bytes prepared, Execute Write sent, the peripheral holds its answer.
+            try await killInTheMiddle(of: "long-write", on: service) { lines, status in
+                lines.contains("writing") && peripheral.heldWriteLengths == [200] && status["links"] == links
+            }
+            // Long read: the first part read, the peripheral holds the Read Blob.
+            try await killInTheMiddle(of: "long-read", on: service) { lines, status in
+                let offsets = peripheral.heldReadOffsets
+                return lines.contains("reading") && offsets.count == 1 && offsets[0] > 0 && status["links"] == links
+            }
+            // Subscribe: to FEE1 (on P the survivor's too), waiting behind a read the
+            // peripheral holds.
+            try await killInTheMiddle(of: "subscribe", on: service) { lines, status in
+                lines.contains("subscribing") && peripheral.heldReadOffsets == [0] && procedures(status) >= 2 && status["links"] == links
+            }
+            // Pairing: a read of FEE4 refused for want of encryption, the daemon pairing (Just
+            // Works), the peripheral's agent holding its prompt.
+            try await killInTheMiddle(of: "pair", on: service) { lines, status in
+                lines.contains("pairing") && peripheral.agent.count == 1 && status["links"] == links
+            }
         }
         // Channel open: refused by the client's side (channels do not cross the daemon yet).
         try await killInTheMiddle(of: "channel", on: "FEED") { lines, _ in lines.contains { $0.hasPrefix("channel ") } }
