@@ -266,7 +266,8 @@ func run() -> Never {
         withExtendedLifetime(probe) { dispatchMain() }
     }
     guard arguments.count == 4, ["connect", "restore", "serve", "serve-restore"].contains(arguments[3]) else {
-        FileHandle.standardError.write(Data("usage: RestoreProbe SOCKET IDENTIFIER connect|restore|serve|serve-restore, RestoreProbe SOCKET kill PROCEDURE SERVICE\n".utf8))
+        FileHandle.standardError.write(Data(("usage: RestoreProbe SOCKET IDENTIFIER connect|restore|serve|serve-restore\n"
+            + "       RestoreProbe SOCKET kill discover|long-write|long-read|subscribe|pair|channel|idle SERVICE\n").utf8))
         exit(2)
     }
     let queue = DispatchQueue(label: "probe")

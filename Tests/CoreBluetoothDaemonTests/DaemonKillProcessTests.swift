@@ -144,7 +144,8 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
 
     func peripheralManager(_ peripheral: CBPeripheralManager, didReceiveRead request: CBATTRequest) {
         let uuid = request.characteristic.uuid
-        let holds = lock.withLock { holdingStorage && (uuid == CBUUID(string: "FEE6") || (uuid == CBUUID(string: "FEE2") && request.offset > 0)) }
+        let held = uuid == CBUUID(string: "FEE6") || (uuid == CBUUID(string: "FEE2") && request.offset > 0)
+        let holds = lock.withLock { holdingStorage && held }
         if holds { return lock.withLock { heldReads.append(request) } }
         answer(request)
     }
@@ -191,6 +192,7 @@ private final class Survivor: NSObject, CBCentralManagerDelegate, CBPeripheralDe
 
     func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral, advertisementData: [String: Any],
                         rssi RSSI: NSNumber) {
+        note("discovered")
         guard lock.withLock({ peripheralStorage == nil }) else { return }
         lock.withLock { peripheralStorage = peripheral }
         central.stopScan()
@@ -229,6 +231,15 @@ private final class Survivor: NSObject, CBCentralManagerDelegate, CBPeripheralDe
     func peripheral(_ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: Error?) {
         note("wrote \(characteristic.uuid.uuidString)\(error.map { " \($0)" } ?? "")")
     }
+
+    /// Scans for FEED again (every report), until `stopScan`.
+    func scan() {
+        queue.async { [self] in
+            manager.scanForPeripherals(withServices: [uuid("FEED")], options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        }
+    }
+
+    func stopScan() { queue.async { [self] in manager.stopScan() } }
 
     /// Reads FEE5, then writes `byte` to it, then reads it again.
     func readWriteRead(_ byte: UInt8) {
@@ -340,7 +351,8 @@ struct DaemonKillProcessTests {
             let output = Lines()
             let victim = try launch(Self.probeBinary, [socketPath, "kill", procedure, service], output: output)
             defer { if victim.isRunning { kill(victim.processIdentifier, SIGKILL) } }
-            #expect(await eventually(timeout: .seconds(15)) { output.lines.contains("notifying FEE3 true") }, "\(procedure): \(output.lines)")
+            #expect(await eventually(timeout: .seconds(15)) { output.lines.contains("notifying FEE3 true") },
+                    "\(procedure): \(output.lines)")
             #expect(await eventually { peripheral.subscriberCount("FEE3") == 1 }, "\(procedure): the victim's subscription")
             let (middle, seen) = await statusWhen { underWay(output.lines, $0) }
             #expect(middle, "\(procedure) on \(service) under way: \(output.lines) \(seen.map { "\($0)" } ?? "no status")")
@@ -365,14 +377,20 @@ struct DaemonKillProcessTests {
             #expect(p.subscriberCount("FEE1") == 1, "\(procedure): the survivor's FEE1 subscription")
             #expect(await eventually { q.subscriberCount("FEE1") == 0 }, "\(procedure): the victim's FEE1 subscription is left on Q")
 
-            // The daemon serves the survivor: a notification, a read, a write and a read.
+            // The daemon serves the survivor: a scan, a notification, a read, a write and a read.
+            let discoveries = survivor.log.count { $0 == "discovered" }
+            survivor.scan()
+            #expect(await eventually { survivor.log.count { $0 == "discovered" } > discoveries }, "\(procedure): the survivor's scan")
+            survivor.stopScan()
             byte += 1
             let expected = String(format: "%02x", byte)
             p.notify(byte)
             #expect(await eventually { survivor.log.contains("value FEE1 \(expected)") }, "\(procedure): \(survivor.log)")
             let writes = survivor.log.count { $0 == "wrote FEE5" }
             survivor.readWriteRead(byte)
-            #expect(await eventually { survivor.log.count { $0 == "wrote FEE5" } == writes + 1 && survivor.log.last == "value FEE5 \(expected)" },
+            #expect(await eventually {
+                survivor.log.count { $0 == "wrote FEE5" } == writes + 1 && survivor.log.last == "value FEE5 \(expected)"
+            },
                     "\(procedure): \(survivor.log.suffix(4))")
             #expect(!survivor.log.contains("disconnected"), "\(procedure): \(survivor.log)")
         }
@@ -412,7 +430,6 @@ struct DaemonKillProcessTests {
         // Nothing under way: connected and subscribed.
         try await killInTheMiddle(of: "idle", on: "FEED") { lines, _ in lines.contains("idle") }
 
-        survivor.manager.stopScan()
         daemon.terminate()
         #expect(await eventually { !daemon.isRunning })
     }
