@@ -618,6 +618,7 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
 
     /// Service Changed on a link: what was discovered in `range` is gone (the client rediscovers).
     fileprivate func servicesChanged(_ range: ClosedRange<ATTHandle>, on peer: LEAddress) {
+        subscriptions.forget(self, peer: peer, in: range)
         guard var record = records[peer] else { return }
         let stale = (record.services ?? []).filter { $0.handles.overlaps(range) }
         record.services = record.services?.filter { !$0.handles.overlaps(range) }

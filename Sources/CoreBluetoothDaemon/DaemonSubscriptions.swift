@@ -78,6 +78,16 @@ public final class DaemonSubscriptions: @unchecked Sendable {
         }
     }
 
+    /// The peer's Service Changed covered `range` on the link to `peer`: `session`'s
+    /// subscriptions there are gone with the attributes (its client rediscovers and subscribes
+    /// again); nothing is written.
+    func forget(_ session: AnyObject, peer: LEAddress, in range: ClosedRange<ATTHandle>) {
+        let id = ObjectIdentifier(session)
+        for (key, entry) in entries where entry.sessions[id] != nil && entry.connection.peer == peer && range.contains(key.handle) {
+            remove(id, from: key)
+        }
+    }
+
     private func remove(_ session: ObjectIdentifier, from key: Key) {
         guard var entry = entries[key] else { return }
         entry.sessions[session] = nil
