@@ -87,6 +87,8 @@ public enum DaemonCommand {
             FileHandle.standardError.write(Data("corebluetoothd: \(error)\n\(usage)\n".utf8))
             return 2
         }
+        // Ignored until the status line can be made (the default would end the daemon).
+        Glibc.signal(SIGUSR1, SIG_IGN)
         let log: @Sendable (String) -> Void = { FileHandle.standardError.write(Data("corebluetoothd: \($0)\n".utf8)) }
         let opened: (HostDevice, AnyObject?)
         do {
@@ -131,7 +133,6 @@ public enum DaemonCommand {
         }
         // SIGUSR1: one line of what the daemon holds (clients, links and their owners…), on
         // stderr; the process tests read it to find what a client left behind.
-        Glibc.signal(SIGUSR1, SIG_IGN)
         let status = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .main)
         status.setEventHandler { keep.value.1.status(log) }
         status.resume()
