@@ -32,6 +32,7 @@ public final class DaemonClient: @unchecked Sendable {
     private let device: HostDevice
     private let restoration: DaemonRestoration?
     private let connectionEvents: ConnectionEvents?
+    private let subscriptions: DaemonSubscriptions
     private let send: (DaemonMessage) -> Void
     private var version: UInt16?
     private var centrals: [UInt32: CentralSession] = [:]
@@ -42,13 +43,16 @@ public final class DaemonClient: @unchecked Sendable {
     /// goes (nil: such sessions end with the client, as the others do).
     /// `connectionEvents`: the daemon's connection events (nil: a session that registers for
     /// them hears none).
+    /// `subscriptions`: the daemon's, shared by every client's sessions (they share links).
     public init(device: HostDevice, name: String, uid: UInt32 = 0, restoration: DaemonRestoration? = nil,
-                connectionEvents: ConnectionEvents? = nil, send: @escaping (DaemonMessage) -> Void) {
+                connectionEvents: ConnectionEvents? = nil, subscriptions: DaemonSubscriptions = DaemonSubscriptions(),
+                send: @escaping (DaemonMessage) -> Void) {
         self.device = device
         self.name = name
         self.uid = uid
         self.restoration = restoration
         self.connectionEvents = connectionEvents
+        self.subscriptions = subscriptions
         self.send = send
     }
 
@@ -132,7 +136,8 @@ public final class DaemonClient: @unchecked Sendable {
                 kept.attach(id: session, send: sink)
             } else {
                 centrals[session] = CentralSession(id: session, restoreIdentifier: identifier, parkedLimit: restoration?.parkedLimit ?? 0,
-                                                   connectionEvents: connectionEvents, device: device, send: sink)
+                                                   connectionEvents: connectionEvents, subscriptions: subscriptions, device: device,
+                                                   send: sink)
             }
         case .openPeripheral(let session, let identifier):
             guard centrals[session] == nil, peripherals[session] == nil else {
@@ -331,6 +336,8 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
     /// At most this many notifications are parked; older ones are dropped (and counted).
     private let parkedLimit: Int
     private let connectionEvents: ConnectionEvents?
+    /// The daemon's subscriptions: links are shared by sessions (of several clients).
+    private let subscriptions: DaemonSubscriptions
 
     /// What the daemon relayed on one link.
     private struct LinkRecord {
@@ -343,11 +350,12 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
     }
 
     init(id: UInt32, restoreIdentifier: String? = nil, parkedLimit: Int = 0, connectionEvents: ConnectionEvents? = nil,
-         device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
+         subscriptions: DaemonSubscriptions = DaemonSubscriptions(), device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
         self.id = id
         self.restoreIdentifier = restoreIdentifier
         self.parkedLimit = parkedLimit
         self.connectionEvents = connectionEvents
+        self.subscriptions = subscriptions
         sink = send
         service.events = self
         service.deviceDidStart(device)
@@ -355,11 +363,14 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
     }
 
     /// The session is over: the service leaves the device (its scan and connections with it).
+    /// On links other sessions keep up, its subscriptions end (at the peer too, when nobody
+    /// else wants the values), and the procedures it left queued run for nobody.
     func end() {
         sink = nil
         wake = nil
         service.events = nil
         service.device?.removeClient(service)
+        subscriptions.leave(self)
         service.deviceDidStop()
         connectionEvents?.unregister(self)
         for peer in relays.keys { connectionEvents?.disconnected(peer) }
@@ -498,7 +509,11 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
         case .writeWithoutResponse(_, let peer, let handle, let value):
             link(peer)?.enqueueWrite(value, to: handle)
         case .setNotify(_, let peer, let request, let characteristic, let cccd, let enabled):
-            guard let link = link(peer) else { return emit { .done(session: $0, request: request, error: .disconnected) } }
+            // Through the daemon's subscriptions: other sessions may share the link, and the
+            // characteristic.
+            guard link(peer) != nil, let connection = service.links[peer]?.connection else {
+                return emit { .done(session: $0, request: request, error: .disconnected) }
+            }
             let handle = characteristic.valueHandle
             let finish: (Result<Void, GATTClientError>) -> Void = { [weak self] result in
                 guard let self else { return }
@@ -508,11 +523,11 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
                 answer(asked) { .done(session: $0, request: request, error: result.failure) }
             }
             if enabled {
-                link.subscribe(to: characteristic, clientConfiguration: cccd, onValue: { [weak self] value in
+                subscriptions.subscribe(self, on: connection, to: characteristic, clientConfiguration: cccd, onValue: { [weak self] value in
                     self?.notify(peer, handle, value)
                 }, completion: finish)
             } else {
-                link.unsubscribe(from: characteristic, clientConfiguration: cccd, completion: finish)
+                subscriptions.unsubscribe(self, on: connection, from: characteristic, clientConfiguration: cccd, completion: finish)
             }
         case .registerConnectionEvents(_, let services, let peripherals):
             let filter = ConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
@@ -584,6 +599,8 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
 
     func central(_ service: any CentralRole, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool) {
         if relays.removeValue(forKey: peer) != nil { connectionEvents?.disconnected(peer) }
+        // The link is down, or this session cancelled its share of a link others keep.
+        subscriptions.leave(self, peer: peer)
         records[peer] = nil
         if isReconnecting { connecting.insert(peer) } else { connecting.remove(peer) }
         parked.removeAll { $0.peer == peer }
@@ -601,6 +618,7 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
 
     /// Service Changed on a link: what was discovered in `range` is gone (the client rediscovers).
     fileprivate func servicesChanged(_ range: ClosedRange<ATTHandle>, on peer: LEAddress) {
+        subscriptions.forget(self, peer: peer, in: range)
         guard var record = records[peer] else { return }
         let stale = (record.services ?? []).filter { $0.handles.overlaps(range) }
         record.services = record.services?.filter { !$0.handles.overlaps(range) }

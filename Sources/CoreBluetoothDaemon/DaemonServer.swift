@@ -41,6 +41,9 @@ public final class DaemonServer: Sendable {
     private let restoration: DaemonRestoration
     /// Connection events, for every client (touched on the device's loop only).
     private let connectionEvents = DaemonConnectionEvents()
+    /// Subscriptions of every client's central sessions, per link (touched on the device's
+    /// loop only).
+    private let subscriptions = DaemonSubscriptions()
     /// `corebluetooth.daemon`: clients connecting and leaving (info), the socket failing.
     private let logger: Logger
     private let state = Locked(State())
@@ -76,6 +79,27 @@ public final class DaemonServer: Sendable {
     /// The credentials of the clients connected now.
     public var clientCredentials: [PeerCredentials] {
         state.withLock { $0.connections.values.map(\.credentials) }
+    }
+
+    /// What the daemon holds now, in one line (`corebluetoothd` logs it on SIGUSR1; the
+    /// process tests read it to find leaks): `status clients=C kept=K links=L owners=o1,o2…
+    /// procedures=p1,p2… pending=P subscriptions=S` — the clients connected, the sessions kept
+    /// for restoration, the device's links (in the order they were made) with how many
+    /// sessions own each and how many GATT procedures are queued or running on it, the
+    /// connections being attempted, and the subscriptions central sessions hold (per session).
+    /// Calls `completion` on the device's loop.
+    public func status(_ completion: @escaping @Sendable (String) -> Void) {
+        let clients = state.withLock { $0.connections.count }
+        let device = device
+        let restoration = restoration
+        let subscriptions = subscriptions
+        device.loop.execute {
+            let links = device.connections.values
+            completion("status clients=\(clients) kept=\(restoration.count) links=\(links.count)"
+                + " owners=\(links.map { String($0.ownerCount) }.joined(separator: ","))"
+                + " procedures=\(links.map { String($0.client.pendingProcedures) }.joined(separator: ","))"
+                + " pending=\(device.pendingConnectionCount) subscriptions=\(subscriptions.count)")
+        }
     }
 
     /// Stops accepting, drops every client (their sessions leave the device) and removes the
@@ -118,7 +142,7 @@ public final class DaemonServer: Sendable {
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, restoration: restoration,
-                                              connectionEvents: connectionEvents, logger: logger) { [self] gone in
+                                              connectionEvents: connectionEvents, subscriptions: subscriptions, logger: logger) { [self] gone in
                 state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(gone)) }
             }
             // Started under the lock, so that `close` finds every connection it must drop
@@ -192,26 +216,28 @@ public final class DaemonServer: Sendable {
 /// One accepted client: its socket (a ``FramedSocket``: a reader and a writer thread) and its
 /// ``DaemonClient`` on the device's loop.
 final class DaemonConnection: @unchecked Sendable {
-    // Safe to share: `credentials`, `device`, `log` and `gone` are immutable, `socket` is set in
+    // Safe to share: `credentials`, `device`, `subscriptions`, `logger` and `gone` are immutable, `socket` is set in
     // `start` before anything reads it, and `client` is touched only on the device's loop.
     let credentials: PeerCredentials
     private let fd: Int32
     private let device: HostDevice
     private let restoration: DaemonRestoration
     private let connectionEvents: DaemonConnectionEvents
+    private let subscriptions: DaemonSubscriptions
     private let logger: Logger
     private let gone: @Sendable (DaemonConnection) -> Void
     private var socket: FramedSocket?
     private var client: DaemonClient?
 
     init(fd: Int32, credentials: PeerCredentials, device: HostDevice, restoration: DaemonRestoration,
-         connectionEvents: DaemonConnectionEvents, logger: Logger,
+         connectionEvents: DaemonConnectionEvents, subscriptions: DaemonSubscriptions, logger: Logger,
          gone: @escaping @Sendable (DaemonConnection) -> Void) {
         self.fd = fd
         self.credentials = credentials
         self.device = device
         self.restoration = restoration
         self.connectionEvents = connectionEvents
+        self.subscriptions = subscriptions
         var logger = logger
         logger[metadataKey: "client"] = "\(credentials.pid)"
         self.logger = logger
@@ -241,7 +267,8 @@ final class DaemonConnection: @unchecked Sendable {
         self.socket = socket
         loop.execute { [self] in
             client = DaemonClient(device: device, name: "pid \(credentials.pid)", uid: credentials.uid,
-                                  restoration: restoration, connectionEvents: connectionEvents) { message in socket.send(message) }
+                                  restoration: restoration, connectionEvents: connectionEvents,
+                                  subscriptions: subscriptions) { message in socket.send(message) }
         }
         socket.start()
     }

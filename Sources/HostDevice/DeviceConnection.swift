@@ -135,6 +135,10 @@ public final class DeviceConnection: @unchecked Sendable {
     public let peer: LEAddress
     public var loop: EventLoop { bearer.loop }
 
+    /// How many clients own the connection (a daemon's status reports it: a link nobody owns is
+    /// on its way down).
+    public var ownerCount: Int { firstOwner == nil ? 0 : 1 + otherOwners.count }
+
     /// Whether the client with this identifier owns the connection.
     public func isOwned(by client: ObjectIdentifier) -> Bool { firstOwner == client || otherOwners.contains(client) }
 }

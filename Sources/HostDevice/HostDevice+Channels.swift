@@ -30,9 +30,13 @@ public enum ChannelOpenError: Error, Sendable, Equatable, CustomStringConvertibl
     case security(LinkSecurityError)
     /// The link went down first.
     case disconnected
+    /// Channels cannot be opened this way (why): a client of `corebluetoothd`, whose channels
+    /// do not cross the daemon yet.
+    case notSupported(String)
 
     public var description: String {
         switch self {
+        case .notSupported(let why): why
         case .l2cap(let error): "\(error)"
         case .security(let error): "the peer needs a more secure link, and raising its security failed: \(error)"
         case .disconnected: "the link went down"

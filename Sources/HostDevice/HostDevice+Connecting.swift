@@ -30,6 +30,9 @@ extension HostDevice {
         initiateNext()
     }
 
+    /// How many connections clients asked for are not made yet.
+    public var pendingConnectionCount: Int { pending.count }
+
     /// `client` no longer wants a pending connection to `peer`; the attempt stops when no client
     /// wants it. False when `client` had no pending connection to `peer`.
     @discardableResult

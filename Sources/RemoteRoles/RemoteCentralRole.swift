@@ -124,8 +124,9 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
     }
 
     public func openChannel(to peer: LEAddress, psm: UInt16, completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void) {
-        // Channels cross the daemon in a later version of the protocol (docs/daemon.md).
-        completion(.failure(.disconnected))
+        // Channels cross the daemon in a later version of the protocol (docs/daemon.md). Not
+        // `.disconnected`: the API side would wait for the link's end to answer the call.
+        completion(.failure(.notSupported("L2CAP channels do not go through corebluetoothd yet.")))
     }
 
     public func setPHY(of peer: LEAddress, _ phy: LEPHY) {}

@@ -95,10 +95,11 @@ struct DaemonBench {
         return condition()
     }
 
-    /// A client that said hello and opened central session 1.
-    func client(_ name: String) throws -> (DaemonClient, Inbox) {
+    /// A client that said hello and opened central session 1 (`subscriptions`: the daemon's,
+    /// when several clients must share them as a daemon's do).
+    func client(_ name: String, subscriptions: DaemonSubscriptions = DaemonSubscriptions()) throws -> (DaemonClient, Inbox) {
         let inbox = Inbox()
-        let client = DaemonClient(device: daemonDevice, name: name) { inbox.take($0) }
+        let client = DaemonClient(device: daemonDevice, name: name, subscriptions: subscriptions) { inbox.take($0) }
         try client.receive(.hello(version: 3, minimumVersion: 1, name: name))
         try client.receive(.openCentral(session: 1, restoreIdentifier: nil))
         #expect(inbox.messages == [.welcome(version: 1, deviceAddress: daemonDevice.address),
@@ -193,6 +194,42 @@ struct DaemonClientTests {
         #expect(bench.peripheral.disconnections == 0)
 
         // One goes too (a socket that closed): the link has no owner left and ends.
+        one.close()
+        #expect(bench.run { bench.peripheral.disconnections == 1 })
+    }
+
+    /// Clients sharing a link share its subscriptions: both get the values of a characteristic
+    /// both subscribed to, the CCCD goes off only when the last one unsubscribes or goes, and
+    /// a client that goes (a socket that closed: exit, crash, kill -9) takes its subscription
+    /// with it at the peer while the link stays up for the other.
+    @Test func clientsSharingALinkShareItsSubscriptionsAndOneThatGoesTakesItsOwnWithIt() throws {
+        let bench = try DaemonBench()
+        let subscriptions = DaemonSubscriptions()
+        let (one, oneInbox) = try bench.client("one", subscriptions: subscriptions)
+        let (two, twoInbox) = try bench.client("two", subscriptions: subscriptions)
+        try bench.connect(one, oneInbox)
+        let characteristic = try bench.subscribe(one, oneInbox)
+        try bench.connect(two, twoInbox, scanning: false)
+        _ = try bench.subscribe(two, twoInbox)
+        #expect(bench.peripheral.subscribers == 1 && subscriptions.count == 2)
+        let server = bench.peripheral.device.gattServer
+        server.updateValue([0x01], forCharacteristic: bench.peripheral.valueHandle)
+        #expect(bench.run { bench.notifications(oneInbox) == [[0x01]] && bench.notifications(twoInbox) == [[0x01]] })
+
+        // One unsubscribes: two still is, at the peer too.
+        try one.receive(.setNotify(session: 1, peer: bench.peer, request: 4, characteristic: characteristic, clientConfiguration: nil,
+                                   enabled: false))
+        #expect(bench.run { oneInbox.messages.contains(.done(session: 1, request: 4, error: nil)) })
+        #expect(bench.peripheral.subscribers == 1 && subscriptions.count == 1)
+        server.updateValue([0x02], forCharacteristic: bench.peripheral.valueHandle)
+        #expect(bench.run { bench.notifications(twoInbox) == [[0x01], [0x02]] })
+        #expect(bench.notifications(oneInbox) == [[0x01]])
+
+        // Two goes: the link stays up for one, and nobody is subscribed any more, at the peer
+        // neither.
+        two.close()
+        #expect(bench.run { bench.peripheral.subscribers == 0 })
+        #expect(subscriptions.count == 0 && bench.peripheral.disconnections == 0)
         one.close()
         #expect(bench.run { bench.peripheral.disconnections == 1 })
     }

@@ -82,6 +82,8 @@ extension CBL2CAPChannel {
             CBError(.connectionTimeout, description: "The peer did not answer the L2CAP channel request.")
         case .l2cap(let failure):
             CBError(.unknown, description: "The L2CAP channel could not be opened: \(failure).")
+        case .notSupported(let why):
+            CBError(.operationNotSupported, description: why)
         }
     }
 }
