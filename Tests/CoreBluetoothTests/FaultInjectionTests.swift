@@ -47,6 +47,10 @@ enum InjectedFault: String, CaseIterable, CustomTestStringConvertible, Sendable 
     /// The peripheral's controller is powered off: the central's link times out; the peripheral
     /// manager loses its services and links.
     case peripheralOff = "peripheral off"
+    /// The central's controller resets itself (a Hardware Error event: its state and links are
+    /// gone): the host resets it, the links end as disconnections (Hardware Failure), and the
+    /// manager goes `.resetting`, then `.poweredOn` again.
+    case controllerReset = "controller resets itself"
     var testDescription: String { rawValue }
 
     /// Whether the manager hears of it as a state change rather than a disconnection.
@@ -496,6 +500,8 @@ private final class FaultRig: @unchecked Sendable {
             (central.device?.controller?.host as? InProcessHCILink.End)?.close(peerError: HCITransportError("the adapter was unplugged"))
         case .peripheralOff:
             peripheralManager.linuxSetVirtualPower(false)
+        case .controllerReset:
+            central.device?.controller?.failHardware(code: 0x42)
         }
     }
 
@@ -508,6 +514,14 @@ private final class FaultRig: @unchecked Sendable {
             let ons = client.log.count(of: "state 5")
             central.linuxSetVirtualPower(true)
             guard wait({ [client] in client.log.count(of: "state 5") > ons }) else { throw RawDeviceError("not powered on again") }
+        case .controllerReset:
+            // The host resets the controller by itself: .resetting, then .poweredOn.
+            guard wait({ [client] in client.log.all.last(where: { $0.hasPrefix("state") }) == "state 5" }) else {
+                throw RawDeviceError("not powered on again after the reset: \(client.log.all.suffix(6))")
+            }
+            // The host gives a controller up after more than 3 resets within a minute: the
+            // next step's reset comes after that minute (virtual time, an idle radio).
+            radio.run(for: .seconds(60))
         case .peripheralOff:
             let ons = server.log.count(of: "state 5")
             peripheralManager.linuxSetVirtualPower(true)
@@ -604,6 +618,7 @@ struct FaultInjectionTests {
             try rig.connect(for: procedure)
             var objects = rig.linkObjects()
             let (offs, disconnects) = (rig.client.log.count(of: "state 4"), rig.client.log.count(prefix: "disconnect"))
+            let resets = rig.client.log.count(of: "state 1")
             let run = rig.run(procedure, fault: (fault, k))
             // The fault reaches the app: a disconnection, or the controller's loss.
             let heard = rig.wait({ [client = rig.client] in
@@ -624,6 +639,14 @@ struct FaultInjectionTests {
                 #expect(rig.client.log.count(prefix: "disconnect") == disconnects, "\(context): no didDisconnect when the controller goes")
             } else {
                 #expect(rig.client.log.all.last { $0.hasPrefix("disconnect") } == "disconnect \(expected)", "\(context)")
+            }
+            if fault == .controllerReset {
+                // didDisconnect, then .resetting (then .poweredOn, which `recover` waits for).
+                let log = rig.client.log.all
+                let disconnect = log.lastIndex { $0.hasPrefix("disconnect") }
+                let resetting = log.lastIndex(of: "state 1")
+                #expect(rig.client.log.count(of: "state 1") == resets + 1, "\(context): .resetting once (\(log.suffix(8)))")
+                #expect(disconnect != nil && resetting != nil && disconnect! < resetting!, "\(context): \(log.suffix(8))")
             }
             failedCalls += run.errors.count
             refusedCalls += run.refused.count
@@ -652,5 +675,35 @@ struct FaultInjectionTests {
         }
         #expect(checked == steps)
         print("fault injection: \(procedure) × \(fault): \(steps) steps, \(failedCalls) calls failed by the fault, \(refusedCalls) refused as it came")
+    }
+
+    /// The peripheral manager's controller resets itself while a central is subscribed: the
+    /// manager hears the subscription end, goes `.resetting` and `.poweredOn` again with its
+    /// services and advertising gone (Apple's rule below `.poweredOff`), adds and advertises
+    /// them again, and the central connects and subscribes again.
+    @Test func aPeripheralManagerWhoseControllerResetsPublishesAgain() throws {
+        let rig = try FaultRig()
+        try rig.connect(for: .subscribe)
+        let run = rig.run(.subscribe)
+        #expect(rig.wait({ run.isDone }))
+        let log = rig.server.log
+        let (resets, ons, disconnects) = (log.count(of: "state 1"), log.count(of: "state 5"), rig.client.log.count(prefix: "disconnect"))
+        rig.onLoop { $0.peripheralManager.device?.controller?.failHardware(code: 0x07) }
+        #expect(rig.wait({ log.count(of: "state 5") > ons }), "\(log.all.suffix(6))")
+        #expect(log.count(of: "state 1") == resets + 1)
+        #expect(log.count(of: "subscribed") == log.count(of: "unsubscribed"))
+        let order = log.all
+        #expect(order.lastIndex(of: "unsubscribed")! < order.lastIndex(of: "state 1")!, "\(order.suffix(6))")
+        #expect(!rig.peripheralManager.isAdvertising)
+        #expect(rig.onLoop { $0.peripheralDevice.map { $0.services.isEmpty } ?? false }, "the services are gone")
+        // The central loses the link by supervision timeout.
+        #expect(rig.wait({ rig.client.log.count(prefix: "disconnect") > disconnects }))
+        #expect(rig.client.log.all.last { $0.hasPrefix("disconnect") } == "disconnect \(CBError.Code.connectionTimeout.rawValue)")
+        rig.radio.run(for: .seconds(2))
+        #expect(rig.leftovers().isEmpty, "\(rig.leftovers())")
+        try rig.publish()
+        try rig.connect(for: .subscribe)
+        let again = rig.run(.subscribe)
+        #expect(rig.wait({ again.isDone }) && again.errors.isEmpty)
     }
 }
