@@ -254,6 +254,27 @@ open class CBManager: NSObject, @unchecked Sendable {
         deliverState(.poweredOff)
     }
 
+    /// On the loop: the controller reset itself (a Hardware Error) and the host is resetting
+    /// it. Connections were reported lost (`didDisconnectPeripheral` with an error, calls under
+    /// way answered first); what is left goes as when the controller goes (scan, pending
+    /// connections; a peripheral manager's services, advertising and centrals), and the state
+    /// is `.resetting`, as iOS reports when bluetoothd recovers the radio.
+    func hostWillReset() {
+        StackLog.logger.warning("\(device?.label ?? "controller") reset itself; resetting it")
+        synchronized { unavailableReasonStorage = "the controller reset itself (hardware error); the host is resetting it" }
+        deviceDidStop()
+        deliverState(.resetting)
+    }
+
+    /// On the loop: the controller is back after its reset: `.poweredOn` again; the app
+    /// scans, connects, adds services and advertises again.
+    func hostDidReset() {
+        guard let hostDevice = device?.hostDevice, !hostDevice.isClosed else { return }
+        synchronized { unavailableReasonStorage = nil }
+        deviceDidStart(hostDevice)
+        deliverState(.poweredOn)
+    }
+
     /// Sets `state` and calls the delegate's state callback, on the delegate queue.
     func deliverState(_ newState: CBManagerState) {
         callbacks.async { [weak self] in

@@ -269,6 +269,7 @@ public typealias DaemonConnectionEvents = ConnectionEvents
 
 /// `CBManagerState` raw values, as `state` messages carry them.
 enum ManagerState {
+    static let resetting: UInt8 = 1
     static let unsupported: UInt8 = 2
     static let poweredOff: UInt8 = 4
     static let poweredOn: UInt8 = 5
@@ -614,6 +615,16 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
 
     func central(_ service: any CentralRole, deviceDidClose error: HCITransportError?) {
         emit { .state(session: $0, state: ManagerState.poweredOff, reason: error.map { "\($0)" }) }
+    }
+
+    /// The daemon's controller reset itself (its links were reported gone): `.resetting`, then
+    /// `.poweredOn` once the daemon has reset it, as in the process.
+    func centralDeviceWillReset(_ service: any CentralRole) {
+        emit { .state(session: $0, state: ManagerState.resetting, reason: "the controller reset itself; corebluetoothd is resetting it") }
+    }
+
+    func centralDeviceDidReset(_ service: any CentralRole) {
+        emit { .state(session: $0, state: ManagerState.poweredOn, reason: nil) }
     }
 
     /// Service Changed on a link: what was discovered in `range` is gone (the client rediscovers).

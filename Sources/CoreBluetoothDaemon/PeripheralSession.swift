@@ -269,6 +269,19 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked 
         emit { .state(session: $0, state: ManagerState.poweredOff, reason: error.map { "\($0)" }) }
     }
 
+    /// The daemon's controller reset itself: its centrals were reported gone, and the session's
+    /// services and advertising are gone (the client adds them again after `.poweredOn`).
+    func peripheralDeviceWillReset(_ service: any PeripheralRole) {
+        advertisement = nil
+        centrals = [:]
+        services = [:]
+        emit { .state(session: $0, state: ManagerState.resetting, reason: "the controller reset itself; corebluetoothd is resetting it") }
+    }
+
+    func peripheralDeviceDidReset(_ service: any PeripheralRole) {
+        emit { .state(session: $0, state: ManagerState.poweredOn, reason: nil) }
+    }
+
     /// Channels cross the daemon in a later version of the protocol (docs/daemon.md).
     func peripheral(_ service: any PeripheralRole, central: Int, didOpen channel: RoleChannel) { channel.close() }
 }

@@ -43,6 +43,11 @@ public struct HCIDriverConfiguration: Sendable {
     /// (0x0C), Extended Advertising Report (0x0D), Scan Timeout (0x11), Advertising Set
     /// Terminated (0x12). Not Enhanced Connection Complete v2 (0x29): it adds only the
     /// advertising set, and v1 keeps captures readable by tools that predate v2 (tshark 4.0).
+    /// How many times the controller may reset itself (a Hardware Error event, or a Reset the
+    /// host did not ask for) within `recoveryWindow` and be reset and initialised again; one
+    /// more and the driver gives up and closes, as for a controller that is gone.
+    public var maxRecoveries = 3
+    public var recoveryWindow: Duration = .seconds(60)
     public var leEventMask: UInt64 = {
         let subevents: [UInt64] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x0A, 0x0B, 0x0C, 0x0D,
                                    0x11, 0x12]
@@ -68,7 +73,9 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     /// What the controller told us during `start`; nil until it completes.
     @exclusivity(unchecked) public internal(set) var controllerInfo: ControllerInfo?
 
-    enum State { case idle, starting, running, closed }
+    /// `resetting`: the controller reset itself and is being initialised again (only the
+    /// initialisation's commands go out; ACL is refused).
+    enum State { case idle, starting, running, resetting, closed }
     @exclusivity(unchecked) var state: State = .idle
 
     // Commands.
@@ -117,6 +124,17 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
 
     // Inbound ACL.
     @exclusivity(unchecked) var reassembler = ACLReassembler()
+
+    // Initialisation and recovery (Startup.swift).
+    /// Counts initialisation runs: a run another one replaced (the controller reset during it)
+    /// stops and reports nothing.
+    @exclusivity(unchecked) var initGeneration: UInt64 = 0
+    /// Who waits for `start`'s outcome while it runs.
+    @exclusivity(unchecked) var startCompletion: ((Result<ControllerInfo, HCIError>) -> Void)?
+    /// When the controller reset itself lately (within `recoveryWindow`).
+    @exclusivity(unchecked) var recoveries: [LoopInstant] = []
+    /// Why the driver closed the transport itself (given up on the controller), for the delegate.
+    @exclusivity(unchecked) var closeError: HCITransportError?
 
     public init(transport: HCITransport, loop: EventLoop,
                 configuration: HCIDriverConfiguration = HCIDriverConfiguration(),
@@ -188,10 +206,15 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         }
     }
 
-    private func enqueue(_ packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
-                         timeout: Duration?,
-                         completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
-        guard state == .starting || state == .running else {
+    func enqueue(_ packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
+                 timeout: Duration?, initialising: Bool = false,
+                 completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
+        if state == .resetting && !initialising {
+            // What was asked of the controller before it reset means nothing to it now.
+            completion(.failure(.controllerReset("the controller is being reset")))
+            return
+        }
+        guard state == .starting || state == .running || state == .resetting else {
             completion(.failure(.transportClosed(nil)))
             return
         }
@@ -202,13 +225,17 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         pumpCommands()
     }
 
+    /// Whether the controller reset itself and is being initialised again (`driverWillReset`
+    /// was or is about to be called; `driverDidReset` or `driverDidClose` follows).
+    public var isResetting: Bool { state == .resetting }
+
     /// Commands waiting for the controller to have room.
     public var queuedCommandCount: Int { commandQueue.count }
     /// Commands sent and not yet answered.
     public var outstandingCommandCount: Int { outstandingCommands.count }
 
     func pumpCommands() {
-        while commandCredits > 0, state == .starting || state == .running, let command = commandQueue.popFirst() {
+        while commandCredits > 0, state == .starting || state == .running || state == .resetting, let command = commandQueue.popFirst() {
             commandCredits -= 1
             outstandingCommands.append(command)
             let id = command.id
@@ -239,6 +266,10 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
                 command.timer?.cancel()
                 logger.trace("← \(command.name) complete, \(event.returnParameters.count) octets")
                 command.completion(.success(.complete(event)))
+            } else if event.opcode == Reset.opcode, state == .running {
+                // The controller reset by itself (and says so): its state and links are gone.
+                controllerDidReset("the controller reset itself (Command Complete for a Reset the host did not send)")
+                return
             } else {
                 logger.warning("Command Complete for \(event.opcode) that nobody waits for; ignored")
             }
@@ -272,7 +303,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     // MARK: HCIPacketSink
 
     public func receive(_ packet: HCIPacket) {
-        guard state == .starting || state == .running else { return }
+        guard state == .starting || state == .running || state == .resetting else { return }
         switch packet {
         case .event(let raw): handleEvent(raw)
         case .acl(let acl): handleInboundACL(acl)
@@ -284,6 +315,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     public func transportClosed(_ error: HCITransportError?) {
         guard state != .closed else { return }
         state = .closed
+        let error = error ?? closeError
         if let error { logger.error("transport closed: \(error)") }
         let failure = HCIError.transportClosed(error)
         let pending = outstandingCommands + Array(drain(&commandQueue))
@@ -296,10 +328,15 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         sendOrder.removeAll()
         aclCredits = 0
         reassembler.removeAll()
+        // A start whose run was replaced by a reset's has nobody else to tell it.
+        if let waiting = startCompletion {
+            startCompletion = nil
+            waiting(.failure(failure))
+        }
         delegate?.driverDidClose(error: error)
     }
 
-    private func drain(_ queue: inout RingBuffer<PendingCommand>) -> [PendingCommand] {
+    func drain(_ queue: inout RingBuffer<PendingCommand>) -> [PendingCommand] {
         var all: [PendingCommand] = []
         while let next = queue.popFirst() { all.append(next) }
         return all
@@ -332,6 +369,11 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         case .le(.enhancedConnectionCompleteV2(let e)):
             if e.status.isSuccess { connectionOpened(e.connectionHandle) }
             delegate?.didReceiveEvent(event)
+        case .hardwareError(let e):
+            // Vol 4 Part E §7.7.16: the controller failed; what it had is lost. Reset it and
+            // start over, as a host must.
+            delegate?.didReceiveEvent(event)
+            controllerDidReset("hardware error 0x\(String(e.hardwareCode, radix: 16))")
         default:
             delegate?.didReceiveEvent(event)
         }

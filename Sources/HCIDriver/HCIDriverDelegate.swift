@@ -16,9 +16,19 @@ public protocol HCIDriverDelegate: AnyObject {
     func driverCanSendMore(handle: ConnectionHandle)
     /// The transport closed: `nil` when closed locally. Pending commands have failed by now.
     func driverDidClose(error: HCITransportError?)
+    /// The controller reset itself (a Hardware Error event, or a Command Complete for a Reset
+    /// the host did not send): every pending command has failed with `error`, every
+    /// connection's ACL state is gone, and the driver is initialising the controller again
+    /// (commands other than its own fail until then). `driverDidReset` follows, or
+    /// `driverDidClose` when the controller cannot be initialised or reset too often.
+    func driverWillReset(_ error: HCIError)
+    /// The controller is initialised again after `driverWillReset`: `controllerInfo` is new.
+    func driverDidReset(_ info: ControllerInfo)
 }
 
 extension HCIDriverDelegate {
     public func driverCanSendMore(handle: ConnectionHandle) {}
     public func driverDidClose(error: HCITransportError?) {}
+    public func driverWillReset(_ error: HCIError) {}
+    public func driverDidReset(_ info: ControllerInfo) {}
 }

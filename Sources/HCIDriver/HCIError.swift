@@ -14,6 +14,9 @@ public enum HCIError: Error, Equatable, Sendable, CustomStringConvertible {
     case malformed(DecodeError)
     /// The controller or the driver cannot do what was asked.
     case notSupported(String)
+    /// The controller reset itself (a Hardware Error, or a Reset the host did not ask for):
+    /// what was asked of it is lost; the driver initialises it again.
+    case controllerReset(String)
 
     public var description: String {
         switch self {
@@ -23,6 +26,7 @@ public enum HCIError: Error, Equatable, Sendable, CustomStringConvertible {
         case .transportClosed(nil): "transport closed"
         case .malformed(let error): "malformed answer: \(error)"
         case .notSupported(let what): "not supported: \(what)"
+        case .controllerReset(let why): "the controller reset: \(why)"
         }
     }
 }

@@ -37,7 +37,115 @@ extension HCIDriver {
             return
         }
         commandCredits = 1
+        startCompletion = completion
+        runInitialisation { [weak self] result in
+            // A driver released while starting answers nothing more: its owner went.
+            guard let self else { return completion(result) }
+            guard let completion = startCompletion else { return }
+            startCompletion = nil
+            if case .failure(let error) = result {
+                logger.error("controller start failed: \(error)")
+                // A half-initialised controller is of no use: close, so the failure is final.
+                stop()
+                completion(.failure(error))
+                return
+            }
+            guard state == .starting, case .success(let info) = result else {
+                completion(.failure(.transportClosed(nil)))
+                return
+            }
+            controllerInfo = info
+            aclCredits = info.totalACLDataPackets
+            state = .running
+            logger.info("controller ready: \(info.address), HCI version \(info.hciVersion), ACL \(info.aclDataPacketLength) bytes × \(info.totalACLDataPackets)")
+            completion(.success(info))
+        }
+    }
 
+    // MARK: Recovery
+
+    /// The controller reset itself (Hardware Error, or a Reset nobody asked for), or failed
+    /// while being initialised: every pending command fails, every connection's ACL state goes,
+    /// the delegate hears `driverWillReset`, and the controller is reset and initialised
+    /// again (`driverDidReset`). More than `maxRecoveries` within `recoveryWindow`, or an
+    /// initialisation that fails, and the driver gives up: it closes (`driverDidClose`).
+    func controllerDidReset(_ cause: String) {
+        guard state == .starting || state == .running || state == .resetting else { return }
+        let error = HCIError.controllerReset(cause)
+        let now = loop.now
+        let window = configuration.recoveryWindow.components
+        let windowNanoseconds = window.seconds * 1_000_000_000 + window.attoseconds / 1_000_000_000
+        recoveries.removeAll { now.nanoseconds - $0.nanoseconds >= windowNanoseconds }
+        recoveries.append(now)
+        let wasRunning = state == .running
+        if state != .starting { state = .resetting }
+        // The initialisation under way (if any) stops: its commands' answers are stale.
+        initGeneration &+= 1
+        let pending = outstandingCommands + drain(&commandQueue)
+        outstandingCommands.removeAll()
+        // After a reset the controller takes one command (Vol 4 Part E §4.4).
+        commandCredits = 1
+        connections.removeAll()
+        sendOrder.removeAll()
+        aclCredits = 0
+        reassembler.removeAll()
+        for command in pending {
+            command.timer?.cancel()
+            command.completion(.failure(error))
+        }
+        guard state == .starting || state == .resetting else { return }
+        if recoveries.count > configuration.maxRecoveries {
+            let seconds = configuration.recoveryWindow.components.seconds
+            return giveUp("the controller reset \(recoveries.count) times within \(seconds) s (last: \(cause)); given up")
+        }
+        logger.error("\(cause): resetting the controller and initialising it again")
+        if wasRunning { delegate?.driverWillReset(error) }
+        guard state == .resetting || state == .starting else { return }
+        // A start under way starts over (its completion waits in `startCompletion`).
+        guard state == .resetting else { return restartStart() }
+        runInitialisation { [weak self] result in
+            guard let self, state == .resetting else { return }
+            switch result {
+            case .success(let info):
+                controllerInfo = info
+                aclCredits = info.totalACLDataPackets
+                state = .running
+                logger.info("controller ready again after its reset")
+                delegate?.driverDidReset(info)
+            case .failure(let error):
+                giveUp("the controller could not be initialised again after its reset: \(error)")
+            }
+        }
+    }
+
+    /// A start the controller's reset interrupted runs the initialisation from the beginning.
+    private func restartStart() {
+        runInitialisation { [weak self] result in
+            guard let self, let completion = startCompletion else { return }
+            startCompletion = nil
+            guard case .success(let info) = result, state == .starting else {
+                stop()
+                return completion(result.flatMap { _ in .failure(.transportClosed(nil)) })
+            }
+            controllerInfo = info
+            aclCredits = info.totalACLDataPackets
+            state = .running
+            completion(.success(info))
+        }
+    }
+
+    /// The controller is of no use: the transport closes, with `reason` for the delegate.
+    private func giveUp(_ reason: String) {
+        logger.error("\(reason)")
+        closeError = HCITransportError(reason)
+        stop()
+    }
+
+    /// Reset → … → LE Read Maximum Data Length (see `start`); `finish` gets the outcome unless
+    /// the controller reset meanwhile and another run replaced this one.
+    func runInitialisation(then finish: @escaping (Result<ControllerInfo, HCIError>) -> Void) {
+        initGeneration &+= 1
+        let generation = initGeneration
         var info = ControllerInfo()
         let steps: [StartupStep] = [
             step(Reset(), required: true) { _ in },
@@ -83,34 +191,24 @@ extension HCIDriver {
                 }(done)
             },
         ]
-        runSteps(steps[...]) { [weak self] error in
+        runSteps(steps[...], generation: generation) { [weak self] error in
             // A driver released while starting answers nothing more: its owner went.
-            guard let self else { return completion(.failure(error ?? .transportClosed(nil))) }
-            if let error {
-                logger.error("controller start failed: \(error)")
-                // A half-initialised controller is of no use: close, so the failure is final.
-                stop()
-                completion(.failure(error))
-                return
-            }
-            guard state == .starting else {
-                completion(.failure(.transportClosed(nil)))
-                return
-            }
-            controllerInfo = info
-            aclCredits = info.totalACLDataPackets
-            state = .running
-            logger.info("controller ready: \(info.address), HCI version \(info.hciVersion), ACL \(info.aclDataPacketLength) bytes × \(info.totalACLDataPackets)")
-            completion(.success(info))
+            guard let self else { return finish(.failure(error ?? .transportClosed(nil))) }
+            // Replaced by another run: nothing to say.
+            guard generation == initGeneration else { return }
+            if let error { return finish(.failure(error)) }
+            finish(.success(info))
         }
     }
 
-    private func runSteps(_ steps: ArraySlice<StartupStep>, completion: @escaping (HCIError?) -> Void) {
+    private func runSteps(_ steps: ArraySlice<StartupStep>, generation: UInt64, completion: @escaping (HCIError?) -> Void) {
         guard let first = steps.first else { return completion(nil) }
+        // A run the controller's reset replaced sends nothing more.
+        guard generation == initGeneration else { return completion(.controllerReset("replaced")) }
         first { [weak self] error in
             if let error { return completion(error) }
             guard let self else { return completion(.transportClosed(nil)) }
-            runSteps(steps.dropFirst(), completion: completion)
+            runSteps(steps.dropFirst(), generation: generation, completion: completion)
         }
     }
 
@@ -120,13 +218,13 @@ extension HCIDriver {
                                      apply: @escaping (C.ReturnParameters) -> Void) -> StartupStep {
         { [weak self] done in
             guard let self else { return done(.transportClosed(nil)) }
-            send(command) { [weak self] result in
+            sendInitialising(command) { [weak self] result in
                 guard let self else { return done(.transportClosed(nil)) }
                 switch result {
                 case .success(let parameters):
                     apply(parameters)
                     done(nil)
-                case .failure(let error) where required || isTransportClosed(error):
+                case .failure(let error) where required || isFinal(error):
                     done(error)
                 case .failure(let error):
                     logger.warning("start: \(error); going on without it")
@@ -136,9 +234,21 @@ extension HCIDriver {
         }
     }
 
-    private func isTransportClosed(_ error: HCIError) -> Bool {
-        if case .transportClosed = error { return true }
-        return false
+    /// Whether `error` ends the initialisation, even from an optional step: the transport
+    /// closed, or the controller reset meanwhile.
+    private func isFinal(_ error: HCIError) -> Bool {
+        switch error {
+        case .transportClosed, .controllerReset: true
+        default: false
+        }
+    }
+
+    /// `send`, for the initialisation's own commands: they go out while the controller is
+    /// being reset, when others are refused.
+    private func sendInitialising<C: HCICommand>(_ command: C, completion: @escaping (Result<C.ReturnParameters, HCIError>) -> Void) {
+        enqueue(command.packet, name: C.name, expected: C.completion, timeout: nil, initialising: true) { result in
+            completion(result.flatMap { Self.decode(C.self, from: $0) })
+        }
     }
 
     /// LE buffers ([v2] when the bitmap lists it, falling back to [v1] if it fails), or the
@@ -148,7 +258,7 @@ extension HCIDriver {
         let useLE: (Int, Int) -> Void = { [weak self] length, count in
             if length > 0 && count > 0 { return completion(.success((length, count, false))) }
             guard let self else { return completion(.failure(.transportClosed(nil))) }
-            send(ReadBufferSize()) { result in
+            sendInitialising(ReadBufferSize()) { result in
                 completion(result.flatMap { r in
                     guard r.aclDataPacketLength > 0, r.totalNumACLDataPackets > 0 else {
                         return .failure(.notSupported("the controller reports no ACL buffers"))
@@ -159,7 +269,7 @@ extension HCIDriver {
         }
         let readV1 = { [weak self] in
             guard let self else { return completion(.failure(.transportClosed(nil))) }
-            self.send(LEReadBufferSizeV1()) { result in
+            self.sendInitialising(LEReadBufferSizeV1()) { result in
                 switch result {
                 case .success(let r): useLE(Int(r.leACLDataPacketLength), Int(r.totalNumLEACLDataPackets))
                 case .failure(let error): completion(.failure(error))
@@ -167,13 +277,13 @@ extension HCIDriver {
             }
         }
         guard useV2 else { return readV1() }
-        send(LEReadBufferSizeV2()) { [weak self] result in
+        sendInitialising(LEReadBufferSizeV2()) { [weak self] result in
             guard let self else { return completion(.failure(.transportClosed(nil))) }
             switch result {
             case .success(let r):
                 useLE(Int(r.leACLDataPacketLength), Int(r.totalNumLEACLDataPackets))
-            case .failure(.transportClosed(let error)):
-                completion(.failure(.transportClosed(error)))
+            case .failure(let error) where isFinal(error):
+                completion(.failure(error))
             case .failure(let error):
                 logger.warning("start: \(error); trying LE Read Buffer Size [v1]")
                 readV1()

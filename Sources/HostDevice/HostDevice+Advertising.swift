@@ -10,7 +10,7 @@ extension HostDevice {
     public func startAdvertising(_ parameters: AdvertisingParameters, for client: any HostDeviceClient,
                                  completion: @escaping (Result<Void, HCIError>) -> Void) {
         assertOnLoop()
-        guard let index = entryIndex(client), !isClosed else {
+        guard let index = entryIndex(client), !isOff else {
             return completion(.failure(.notSupported("the device is not on")))
         }
         let set: UInt8
@@ -44,7 +44,7 @@ extension HostDevice {
         assertOnLoop()
         guard let index = entryIndex(client), let set = clients[index].advertisingSet else { return completion(.success(())) }
         clients[index].advertisingSet = nil
-        guard !isClosed else { return completion(.success(())) }
+        guard !isOff else { return completion(.success(())) }
         host.stopAdvertising(set: set, completion: completion)
     }
 

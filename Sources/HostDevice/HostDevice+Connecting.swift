@@ -13,7 +13,7 @@ extension HostDevice {
     /// and hears `didConnect` at once.
     public func connect(to peer: LEAddress, for client: any HostDeviceClient) {
         assertOnLoop()
-        guard !isClosed else { return }
+        guard !isOff else { return }
         let id = ObjectIdentifier(client)
         if let existing = connections.values.first(where: { $0.peer == peer && $0.role == .central && $0.isOpen }) {
             if !existing.owners.contains(id) { existing.owners.append(id) }
@@ -86,7 +86,7 @@ extension HostDevice {
     /// Starts the controller on the first waiting connection; with several waiting, each gets
     /// the initiator for `initiatorTurn` in turn.
     func initiateNext() {
-        guard initiating == nil, !cancellingInitiation, !isClosed, let next = pending.first?.peer else { return }
+        guard initiating == nil, !cancellingInitiation, !isOff, let next = pending.first?.peer else { return }
         initiating = next
         // From the device's static random address (set at start), as phones connect.
         host.connect(to: onAirAddress(of: next), ownRandomAddress: host.randomAddress != nil) { [weak self] result in

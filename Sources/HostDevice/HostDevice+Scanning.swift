@@ -9,7 +9,7 @@ extension HostDevice {
     /// filters and coalesces for itself) while any client does.
     public func startScanning(for client: any HostDeviceClient) {
         assertOnLoop()
-        guard let index = entryIndex(client), !isClosed else { return }
+        guard let index = entryIndex(client), !isOff else { return }
         clients[index].isScanning = true
         reconcileScan()
     }
@@ -24,7 +24,7 @@ extension HostDevice {
 
     /// Brings the controller's scan in line with what the clients want, one command at a time.
     func reconcileScan() {
-        guard !scanCommandInFlight, !isClosed else { return }
+        guard !scanCommandInFlight, !isOff else { return }
         let wanted = clients.contains { $0.isScanning }
         guard wanted != controllerScanning else { return }
         scanCommandInFlight = true

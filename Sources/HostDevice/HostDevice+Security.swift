@@ -413,7 +413,10 @@ extension HostDevice {
                 guard let self else { return }
                 host.setAddressResolution(enabled: true) { [weak self] result in
                     guard let self else { return }
-                    if case .success = result { host.usesPrivateAddresses = true }
+                    if case .success = result {
+                        host.usesPrivateAddresses = true
+                        privacyRotation = rotation
+                    }
                     completion(result)
                 }
             }

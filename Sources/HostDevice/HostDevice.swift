@@ -119,6 +119,14 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     @exclusivity(unchecked) var publishedPSMs: [PublishedPSM] = []
 
     @exclusivity(unchecked) public private(set) var isClosed = false
+    /// The controller reset itself and is being initialised again: nothing is asked of it
+    /// until clients hear `deviceDidReset`.
+    @exclusivity(unchecked) public private(set) var isResetting = false
+    /// Closed or resetting: the controller takes nothing now.
+    var isOff: Bool { isClosed || isResetting || host.driver.isResetting }
+    /// How often private addresses rotate, once ``enablePrivacy(rotation:completion:)`` turned
+    /// them on (on again after a controller reset).
+    @exclusivity(unchecked) var privacyRotation: Duration?
 
     /// A device on the controller behind `transport`, run on `loop`; its GAP service names it
     /// `deviceName` until a client renames it.
@@ -203,7 +211,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
             if connection.owners.isEmpty && connection.role == .central { host.disconnect(connection.le) }
         }
         for connection in connections.values { connection.users.removeAll { $0 == id } }
-        if let set = entry.advertisingSet, !isClosed {
+        if let set = entry.advertisingSet, !isOff {
             host.stopAdvertising(set: set) { [weak self] result in
                 if case .failure(let error) = result { self?.logger.warning("stopping a removed client's advertising failed: \(error)") }
             }
@@ -343,9 +351,59 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         for entry in clients { entry.client?.device(self, didClose: error) }
     }
 
+    /// The controller reset itself (the links were reported lost, each with Hardware Failure,
+    /// just before): pending connections, scans, advertising sets, and every client's services
+    /// and published channels are gone, as Core Bluetooth drops them below `.poweredOff` (apps
+    /// add their services and advertise again after `.resetting`). Clients hear
+    /// `deviceWillReset`, then `deviceDidReset` once the controller is back.
+    public func host(_ host: LEHost, willReset error: HCIError) {
+        logger.warning("controller reset (\(error)): its links are gone; initialising it again")
+        isResetting = true
+        pending = []
+        initiating = nil
+        cancellingInitiation = false
+        turnTimer?.cancel()
+        turnTimer = nil
+        controllerScanning = false
+        for index in clients.indices {
+            clients[index].isScanning = false
+            clients[index].advertisingSet = nil
+        }
+        for entry in clients {
+            removeAllServices(ownedBy: entry.id)
+            unpublishAllChannels(ownedBy: entry.id)
+        }
+        for entry in clients { entry.client?.deviceWillReset(self) }
+    }
+
+    /// The controller is initialised again: the device's random address, the resolving list
+    /// and privacy are set up as at start, then clients hear `deviceDidReset`.
+    public func host(_ host: LEHost, didReset info: ControllerInfo) {
+        let random = LEHost.staticRandomAddress(from: info.address)
+        host.setRandomAddress(random) { [weak self] result in
+            guard let self, isResetting, !isClosed else { return }
+            if case .failure(let error) = result { logger.warning("no random address after the reset: \(error)") }
+            loadResolvingList { [weak self] in
+                guard let self, isResetting, !isClosed else { return }
+                let back = { [weak self] in
+                    guard let self, isResetting, !isClosed else { return }
+                    isResetting = false
+                    logger.notice("controller back after its reset")
+                    for entry in clients { entry.client?.deviceDidReset(self) }
+                }
+                guard let rotation = privacyRotation else { return back() }
+                enablePrivacy(rotation: rotation) { [weak self] result in
+                    if case .failure(let error) = result { self?.logger.warning("no private addresses after the reset: \(error)") }
+                    back()
+                }
+            }
+        }
+    }
+
     /// The controller is gone: nothing of it is left to use.
     private func dropEverything() {
         isClosed = true
+        isResetting = false
         for connection in connections.values {
             connection.isOpen = false
             connection.readyTimer?.cancel()

@@ -53,6 +53,14 @@ public protocol HostDeviceClient: AnyObject {
     /// The controller is gone (transport closed, powered off): every connection, scan and
     /// advertisement of the device ended with it.
     func device(_ device: HostDevice, didClose error: HCITransportError?)
+    /// The controller reset itself: the client's connections were reported gone (each with
+    /// `didDisconnect`, Hardware Failure) just before; its scan, pending connections,
+    /// advertising, services and published channels are gone too. Nothing may be asked of the
+    /// device until `deviceDidReset`.
+    func deviceWillReset(_ device: HostDevice)
+    /// The controller is back after `deviceWillReset`: the client may scan, connect, add
+    /// services and advertise again.
+    func deviceDidReset(_ device: HostDevice)
 
     /// Answers pairing prompts on the connections this client owns (the first owner's agent
     /// answers); nil leaves them to the device's agent.
@@ -77,6 +85,8 @@ extension HostDeviceClient {
     public func device(_ device: HostDevice, didOpen channel: L2CAPCreditChannel, on connection: DeviceConnection,
                        psm: UInt16) { channel.close() }
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {}
+    public func deviceWillReset(_ device: HostDevice) {}
+    public func deviceDidReset(_ device: HostDevice) {}
     public var pairingAgent: (any PairingAgent)? { nil }
 }
 

@@ -66,6 +66,13 @@ public protocol LEHostDelegate: AnyObject {
     func host(_ host: LEHost, didStopAdvertisingSet set: UInt8)
     /// The controller is gone (transport closed or broken).
     func host(_ host: LEHost, didClose error: HCITransportError?)
+    /// The controller reset itself (``HCIDriverDelegate/driverWillReset(_:)``): every
+    /// connection was reported gone (`didDisconnect`, Hardware Failure) before this, and
+    /// advertising, scanning and the controller's addresses and lists are gone with it.
+    /// `didReset` follows once it is initialised again, or `didClose`.
+    func host(_ host: LEHost, willReset error: HCIError)
+    /// The controller is initialised again after `willReset`.
+    func host(_ host: LEHost, didReset info: ControllerInfo)
 }
 
 extension LEHostDelegate {
@@ -79,6 +86,8 @@ extension LEHostDelegate {
     public func host(_ host: LEHost, longTermKeyFor connection: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? { nil }
     public func host(_ host: LEHost, didStopAdvertisingSet set: UInt8) {}
     public func host(_ host: LEHost, didClose error: HCITransportError?) {}
+    public func host(_ host: LEHost, willReset error: HCIError) {}
+    public func host(_ host: LEHost, didReset info: ControllerInfo) {}
 }
 
 /// The LE host on one controller: the HCI driver, L2CAP per connection, and the GAP procedures
@@ -134,15 +143,21 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     public func start(completion: @escaping (Result<ControllerInfo, HCIError>) -> Void) {
         driver.start { [self] result in
             guard case .success(let info) = result else { return completion(result) }
-            self.info = info
-            usesExtendedCommands = info.supportsExtendedAdvertising && info.supportsExtendedScanning
-            guard usesExtendedCommands else { return completion(result) }
-            driver.send(LEReadNumberOfSupportedAdvertisingSets()) { [self] sets in
-                if case .success(let parameters) = sets {
-                    supportedAdvertisingSets = max(1, Int(parameters.numSupportedAdvertisingSets))
-                }
-                completion(result)
+            learn(info) { completion(result) }
+        }
+    }
+
+    /// What the host takes from the controller's answers when it starts (and after a reset).
+    private func learn(_ info: ControllerInfo, then done: @escaping () -> Void) {
+        self.info = info
+        usesExtendedCommands = info.supportsExtendedAdvertising && info.supportsExtendedScanning
+        supportedAdvertisingSets = 1
+        guard usesExtendedCommands else { return done() }
+        driver.send(LEReadNumberOfSupportedAdvertisingSets()) { [self] sets in
+            if case .success(let parameters) = sets {
+                supportedAdvertisingSets = max(1, Int(parameters.numSupportedAdvertisingSets))
             }
+            done()
         }
     }
 
@@ -180,6 +195,34 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
 
     public func driverCanSendMore(handle: ConnectionHandle) {
         connections[handle]?.l2cap.lowerLayerCanSendMore()
+    }
+
+    /// The controller reset itself: each link ends as a disconnection (Hardware Failure) would
+    /// end it, and what the controller held (advertising, the random address, the resolving
+    /// list and privacy, a connection attempt) is forgotten.
+    public func driverWillReset(_ error: HCIError) {
+        logger.warning("controller reset: \(error)")
+        let lost = connections.values.sorted { $0.handle < $1.handle }
+        connections = [:]
+        connecting = nil
+        advertisingSets = []
+        randomAddress = nil
+        resolvingListPeers = []
+        isResolvingAddresses = false
+        usesPrivateAddresses = false
+        reportAssembler = ExtendedReportAssembler()
+        for connection in lost {
+            connection.l2cap.close()
+            delegate?.host(self, didDisconnect: connection, reason: .hardwareFailure)
+        }
+        delegate?.host(self, willReset: error)
+    }
+
+    public func driverDidReset(_ info: ControllerInfo) {
+        learn(info) { [weak self] in
+            guard let self else { return }
+            delegate?.host(self, didReset: info)
+        }
     }
 
     public func driverDidClose(error: HCITransportError?) {

@@ -55,6 +55,17 @@ public protocol CentralServiceEvents: AnyObject {
     func central(_ service: any CentralRole, didDisconnect peer: LEAddress, cause: CentralDisconnection, isReconnecting: Bool)
     /// The controller is gone: every scan and connection ended with it.
     func central(_ service: any CentralRole, deviceDidClose error: HCITransportError?)
+    /// The controller reset itself: every connection was reported gone (`didDisconnect`)
+    /// just before, and the scan and pending connections ended; the role is off until
+    /// `centralDeviceDidReset`.
+    func centralDeviceWillReset(_ service: any CentralRole)
+    /// The controller is back after its reset: the role is on again.
+    func centralDeviceDidReset(_ service: any CentralRole)
+}
+
+extension CentralServiceEvents {
+    public func centralDeviceWillReset(_ service: any CentralRole) {}
+    public func centralDeviceDidReset(_ service: any CentralRole) {}
 }
 
 /// The central role of one API client, a client of the host device, on the device's loop: the
@@ -248,6 +259,17 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {
         events?.central(self, deviceDidClose: error)
+    }
+
+    /// The controller reset itself (the links were reported gone): off until it is back.
+    public func deviceWillReset(_ device: HostDevice) {
+        deviceDidStop()
+        events?.centralDeviceWillReset(self)
+    }
+
+    public func deviceDidReset(_ device: HostDevice) {
+        deviceDidStart(device)
+        events?.centralDeviceDidReset(self)
     }
 
     /// The link to `peer`, if it is connected.

@@ -110,6 +110,17 @@ public protocol PeripheralServiceEvents: AnyObject {
     /// A central opened a channel to a PSM this service published (`central` as in the other
     /// events; the channel's events go to whoever the API side sets).
     func peripheral(_ service: any PeripheralRole, central: Int, didOpen channel: RoleChannel)
+    /// The controller reset itself: every central was reported gone just before, and the
+    /// role's services and advertising are gone (the API side adds them again); off until
+    /// `peripheralDeviceDidReset`.
+    func peripheralDeviceWillReset(_ service: any PeripheralRole)
+    /// The controller is back after its reset: the role is on again, with nothing published.
+    func peripheralDeviceDidReset(_ service: any PeripheralRole)
+}
+
+extension PeripheralServiceEvents {
+    public func peripheralDeviceWillReset(_ service: any PeripheralRole) {}
+    public func peripheralDeviceDidReset(_ service: any PeripheralRole) {}
 }
 
 /// The peripheral role of one API client, a client of the host device, on the device's loop:
@@ -412,6 +423,18 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
 
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {
         events?.peripheral(self, deviceDidClose: error)
+    }
+
+    /// The controller reset itself (the links were reported gone; the device removed the
+    /// services): off until it is back.
+    public func deviceWillReset(_ device: HostDevice) {
+        deviceDidStop()
+        events?.peripheralDeviceWillReset(self)
+    }
+
+    public func deviceDidReset(_ device: HostDevice) {
+        deviceDidStart(device)
+        events?.peripheralDeviceDidReset(self)
     }
 
     /// The link is gone: its subscriptions end (the server reports each), its unanswered

@@ -241,6 +241,22 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         radio.setPowered(radioID, on)
     }
 
+    /// A fault for tests: the controller crashes and comes back, as real ones do. Its state
+    /// goes as a Reset would take it (advertising, scanning, the random address and lists, and
+    /// its links, which its peers lose by supervision timeout), and it tells the host with a
+    /// Hardware Error event (Vol 4 Part E §7.7.16, `code`); with `announced` false it instead
+    /// sends a Command Complete for a Reset the host never sent, as some controllers do after
+    /// resetting themselves. The host transport stays open. Call on the loop.
+    public func failHardware(code: UInt8 = 0x01, announced: Bool = true) {
+        ensureAttached()
+        resetState()
+        if announced {
+            sendEvent(HardwareError(hardwareCode: code))
+        } else {
+            commandComplete(Reset.opcode, status: .success)
+        }
+    }
+
     /// The controller's position on the radio.
     public var position: RadioPosition {
         get { radio.position(of: radioID) ?? RadioPosition() }

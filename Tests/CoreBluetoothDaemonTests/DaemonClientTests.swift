@@ -57,6 +57,8 @@ final class Inbox: @unchecked Sendable {
 struct DaemonBench {
     let loop = EventLoop(name: "radio", pacing: .manual)
     let daemonDevice: HostDevice
+    /// The controller under `daemonDevice`.
+    let daemonController: VirtualController
     let peripheral: TestPeripheral
     let service = BluetoothUUID(uuid16: 0xAA00)
 
@@ -67,7 +69,8 @@ struct DaemonBench {
             let controller = VirtualController(radio: radio, address: BluetoothAddress(address)!, position: RadioPosition(x: x))
             return HostDevice(transport: controller.makeHostTransport(), loop: loop, deviceName: address)
         }
-        daemonDevice = make("C0:00:00:00:16:01", x: 0)
+        daemonController = VirtualController(radio: radio, address: BluetoothAddress("C0:00:00:00:16:01")!, position: RadioPosition(x: 0))
+        daemonDevice = HostDevice(transport: daemonController.makeHostTransport(), loop: loop, deviceName: "C0:00:00:00:16:01")
         let peripheralDevice = make("C0:00:00:00:16:02", x: 2)
         for device in [daemonDevice, peripheralDevice] {
             var started: Result<LEAddress, HCIError>?
@@ -142,6 +145,24 @@ struct DaemonBench {
 
 @Suite("corebluetoothd: clients and their sessions")
 struct DaemonClientTests {
+    @Test func aControllerThatResetsItselfIsResettingForTheSessionsThenOnAgain() throws {
+        let bench = try DaemonBench()
+        let (client, inbox) = try bench.client("app")
+        try bench.connect(client, inbox)
+        let peer = bench.peer
+        let before = inbox.messages.count
+        bench.daemonController.failHardware(code: 0x42)
+        #expect(bench.run { inbox.messages.contains(.state(session: 1, state: 5, reason: nil)) && inbox.messages.count > before + 2 })
+        let after = Array(inbox.messages[before...])
+        // The link is reported lost (Hardware Failure), then .resetting, then .poweredOn.
+        #expect(after.first == .disconnected(session: 1, peer: peer, cause: .link(.hardwareFailure), isReconnecting: false))
+        guard after.count >= 3, case .state(1, 1, _?) = after[1] else {
+            Issue.record("expected .resetting after the disconnection: \(after)")
+            return
+        }
+        #expect(after[2] == .state(session: 1, state: 5, reason: nil))
+    }
+
     @Test func aCentralSessionScansConnectsUsesGATTAndHearsNotificationsAsMessages() throws {
         let bench = try DaemonBench()
         let (client, inbox) = try bench.client("app")

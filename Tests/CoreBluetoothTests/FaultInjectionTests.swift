@@ -47,6 +47,10 @@ enum InjectedFault: String, CaseIterable, CustomTestStringConvertible, Sendable 
     /// The peripheral's controller is powered off: the central's link times out; the peripheral
     /// manager loses its services and links.
     case peripheralOff = "peripheral off"
+    /// The central's controller resets itself (a Hardware Error event: its state and links are
+    /// gone): the host resets it, the links end as disconnections (Hardware Failure), and the
+    /// manager goes `.resetting`, then `.poweredOn` again.
+    case controllerReset = "controller resets itself"
     var testDescription: String { rawValue }
 
     /// Whether the manager hears of it as a state change rather than a disconnection.
@@ -142,10 +146,10 @@ private final class ProcedureRun: @unchecked Sendable {
 
     /// Makes a call and counts it if the peripheral accepted it (it waits for its callback):
     /// one made as the link goes, once the peripheral is no longer connected, is refused as
-    /// misuse and answered by nothing, as on iOS.
+    /// misuse and answered by nothing, as on iOS. Called on the central's delegate queue
+    /// (``FaultRig/run(_:fault:)`` makes the first call there too), so no callback of the run
+    /// comes between the call and its counting.
     func issue(_ kind: String, on peripheral: CBPeripheral, _ call: () -> Void) {
-        // Counted by acceptance, not by what still waits: a caller off the delegate queue may
-        // look only after the callback has taken the call.
         let before = peripheral.acceptedCallCount
         call()
         let accepted = peripheral.acceptedCallCount > before
@@ -453,8 +457,9 @@ private final class FaultRig: @unchecked Sendable {
         guard procedure != .discovery else { return }
         let run = ProcedureRun(.discovery)
         client.run = run
-        // From this thread, which holds the radio's clock: the call is on its way before time may move.
-        run.start(peripheral, psm: 0)
+        // From the delegate queue, as in run(_:fault:); this thread holds the radio's clock: the
+        // call is on its way before time may move.
+        client.queue.sync { [peripheral] in run.start(peripheral!, psm: 0) }
         guard wait({ run.isDone }) else { throw RawDeviceError("no discovery: \(client.log.all.suffix(8)), \(run.issued) \(run.answered) \(run.errors)") }
         client.run = nil
         radio.run(for: .milliseconds(100))
@@ -465,21 +470,25 @@ private final class FaultRig: @unchecked Sendable {
         let run = ProcedureRun(procedure)
         client.run = run
         pdus.withLock { $0 = 0 }
-        // Calls go from this thread, which holds the radio's clock: each is on its way to the
-        // loop before time may move.
+        // The first call goes from the delegate queue, as the run's later calls do (from its
+        // callbacks): an answer the loop sends at once (the radio is instant) waits until the
+        // call is counted, and a notification never finds the call not yet counted. This
+        // thread holds the radio's clock meanwhile: the call is on its way to the loop before
+        // time may move.
+        let start: () -> Void = { [client, peripheral, psm] in client.queue.sync { run.start(peripheral!, psm: psm) } }
         guard let (fault, k) = fault else {
-            run.start(peripheral, psm: psm)
+            start()
             return run
         }
         let fire: @Sendable () -> Void = { [self] in inject(fault) }
         if k == 0 {
             // The call is made (queued for the loop) and nothing is on the air yet.
             trigger.withLock { $0 = nil }
-            run.start(peripheral, psm: psm)
+            start()
             radio.loop.execute(fire)
         } else {
             trigger.withLock { $0 = (k, fire) }
-            run.start(peripheral, psm: psm)
+            start()
         }
         return run
     }
@@ -498,6 +507,8 @@ private final class FaultRig: @unchecked Sendable {
             (central.device?.controller?.host as? InProcessHCILink.End)?.close(peerError: HCITransportError("the adapter was unplugged"))
         case .peripheralOff:
             peripheralManager.linuxSetVirtualPower(false)
+        case .controllerReset:
+            central.device?.controller?.failHardware(code: 0x42)
         }
     }
 
@@ -510,6 +521,14 @@ private final class FaultRig: @unchecked Sendable {
             let ons = client.log.count(of: "state 5")
             central.linuxSetVirtualPower(true)
             guard wait({ [client] in client.log.count(of: "state 5") > ons }) else { throw RawDeviceError("not powered on again") }
+        case .controllerReset:
+            // The host resets the controller by itself: .resetting, then .poweredOn.
+            guard wait({ [client] in client.log.all.last(where: { $0.hasPrefix("state") }) == "state 5" }) else {
+                throw RawDeviceError("not powered on again after the reset: \(client.log.all.suffix(6))")
+            }
+            // The host gives a controller up after more than 3 resets within a minute: the
+            // next step's reset comes after that minute (virtual time, an idle radio).
+            radio.run(for: .seconds(60))
         case .peripheralOff:
             let ons = server.log.count(of: "state 5")
             peripheralManager.linuxSetVirtualPower(true)
@@ -606,6 +625,7 @@ struct FaultInjectionTests {
             try rig.connect(for: procedure)
             var objects = rig.linkObjects()
             let (offs, disconnects) = (rig.client.log.count(of: "state 4"), rig.client.log.count(prefix: "disconnect"))
+            let resets = rig.client.log.count(of: "state 1")
             let run = rig.run(procedure, fault: (fault, k))
             // The fault reaches the app: a disconnection, or the controller's loss.
             let heard = rig.wait({ [client = rig.client] in
@@ -626,6 +646,14 @@ struct FaultInjectionTests {
                 #expect(rig.client.log.count(prefix: "disconnect") == disconnects, "\(context): no didDisconnect when the controller goes")
             } else {
                 #expect(rig.client.log.all.last { $0.hasPrefix("disconnect") } == "disconnect \(expected)", "\(context)")
+            }
+            if fault == .controllerReset {
+                // didDisconnect, then .resetting (then .poweredOn, which `recover` waits for).
+                let log = rig.client.log.all
+                let disconnect = log.lastIndex { $0.hasPrefix("disconnect") }
+                let resetting = log.lastIndex(of: "state 1")
+                #expect(rig.client.log.count(of: "state 1") == resets + 1, "\(context): .resetting once (\(log.suffix(8)))")
+                #expect(disconnect != nil && resetting != nil && disconnect! < resetting!, "\(context): \(log.suffix(8))")
             }
             failedCalls += run.errors.count
             refusedCalls += run.refused.count
@@ -654,5 +682,35 @@ struct FaultInjectionTests {
         }
         #expect(checked == steps)
         print("fault injection: \(procedure) × \(fault): \(steps) steps, \(failedCalls) calls failed by the fault, \(refusedCalls) refused as it came")
+    }
+
+    /// The peripheral manager's controller resets itself while a central is subscribed: the
+    /// manager hears the subscription end, goes `.resetting` and `.poweredOn` again with its
+    /// services and advertising gone (Apple's rule below `.poweredOff`), adds and advertises
+    /// them again, and the central connects and subscribes again.
+    @Test func aPeripheralManagerWhoseControllerResetsPublishesAgain() throws {
+        let rig = try FaultRig()
+        try rig.connect(for: .subscribe)
+        let run = rig.run(.subscribe)
+        #expect(rig.wait({ run.isDone }))
+        let log = rig.server.log
+        let (resets, ons, disconnects) = (log.count(of: "state 1"), log.count(of: "state 5"), rig.client.log.count(prefix: "disconnect"))
+        rig.onLoop { $0.peripheralManager.device?.controller?.failHardware(code: 0x07) }
+        #expect(rig.wait({ log.count(of: "state 5") > ons }), "\(log.all.suffix(6))")
+        #expect(log.count(of: "state 1") == resets + 1)
+        #expect(log.count(of: "subscribed") == log.count(of: "unsubscribed"))
+        let order = log.all
+        #expect(order.lastIndex(of: "unsubscribed")! < order.lastIndex(of: "state 1")!, "\(order.suffix(6))")
+        #expect(!rig.peripheralManager.isAdvertising)
+        #expect(rig.onLoop { $0.peripheralDevice.map { $0.services.isEmpty } ?? false }, "the services are gone")
+        // The central loses the link by supervision timeout.
+        #expect(rig.wait({ rig.client.log.count(prefix: "disconnect") > disconnects }))
+        #expect(rig.client.log.all.last { $0.hasPrefix("disconnect") } == "disconnect \(CBError.Code.connectionTimeout.rawValue)")
+        rig.radio.run(for: .seconds(2))
+        #expect(rig.leftovers().isEmpty, "\(rig.leftovers())")
+        try rig.publish()
+        try rig.connect(for: .subscribe)
+        let again = rig.run(.subscribe)
+        #expect(rig.wait({ again.isDone }) && again.errors.isEmpty)
     }
 }

@@ -48,6 +48,8 @@ final class RecordingDelegate: HCIDriverDelegate {
     var pdus: [(handle: ConnectionHandle, pdu: [UInt8])] = []
     var canSendMore: [ConnectionHandle] = []
     var closes: [HCITransportError?] = []
+    var willResets: [HCIError] = []
+    var didResets: [ControllerInfo] = []
     var onEvent: ((HCIEvent) -> Void)?
 
     func didReceiveEvent(_ event: HCIEvent) {
@@ -57,6 +59,8 @@ final class RecordingDelegate: HCIDriverDelegate {
     func didReceiveACL(handle: ConnectionHandle, pdu: [UInt8]) { pdus.append((handle, pdu)) }
     func driverCanSendMore(handle: ConnectionHandle) { canSendMore.append(handle) }
     func driverDidClose(error: HCITransportError?) { closes.append(error) }
+    func driverWillReset(_ error: HCIError) { willResets.append(error) }
+    func driverDidReset(_ info: ControllerInfo) { didResets.append(info) }
 }
 
 /// A driver on a manual loop, wired to a scripted controller.

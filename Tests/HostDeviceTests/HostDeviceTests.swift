@@ -23,6 +23,8 @@ final class Client: HostDeviceClient, @unchecked Sendable {
     var subscriptions: [(ATTHandle, GATTClientConfiguration)] = []
     var advertisingStopped = 0
     var closed = 0
+    /// "willReset" and "didReset", in order, with the disconnections (`disconnect`) among them.
+    var resets: [String] = []
     /// What reads of dynamic values answer.
     var answer: [UInt8] = []
 
@@ -33,7 +35,10 @@ final class Client: HostDeviceClient, @unchecked Sendable {
     func device(_ device: HostDevice, didFailToConnectTo peer: LEAddress, error: DeviceConnectError) { failed.append(peer) }
     func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
         disconnected.append((connection, reason))
+        resets.append("disconnect")
     }
+    func deviceWillReset(_ device: HostDevice) { resets.append("willReset") }
+    func deviceDidReset(_ device: HostDevice) { resets.append("didReset") }
     func deviceDidStopAdvertising(_ device: HostDevice) { advertisingStopped += 1 }
     func device(_ device: HostDevice, read request: GATTReadRequest, on connection: DeviceConnection,
                 respond: @escaping (Result<[UInt8], ATTErrorCode>) -> Void) {
@@ -55,6 +60,8 @@ struct Bench {
     let shared: HostDevice
     let peerA: HostDevice
     let peerB: HostDevice
+    /// The controller under `shared`.
+    let sharedController: VirtualController
 
     /// `logging`: where the devices' loggers come from (a test's capture, or the process's).
     init(extended: Bool = true, logging: StackLogging = .standard) throws {
@@ -63,12 +70,16 @@ struct Bench {
         var configuration = VirtualController.Configuration()
         configuration.supportsExtendedAdvertising = extended
         let loop = self.loop
-        func make(_ address: String, x: Double) -> HostDevice {
-            let controller = VirtualController(radio: radio, address: BluetoothAddress(address)!, configuration: configuration,
-                                               position: RadioPosition(x: x))
-            return HostDevice(transport: controller.makeHostTransport(), loop: loop, deviceName: address, logging: logging)
+        func controller(_ address: String, x: Double) -> VirtualController {
+            VirtualController(radio: radio, address: BluetoothAddress(address)!, configuration: configuration,
+                              position: RadioPosition(x: x))
         }
-        shared = make("C0:00:00:00:02:01", x: 0)
+        func make(_ address: String, x: Double) -> HostDevice {
+            HostDevice(transport: controller(address, x: x).makeHostTransport(), loop: loop, deviceName: address, logging: logging)
+        }
+        sharedController = controller("C0:00:00:00:02:01", x: 0)
+        shared = HostDevice(transport: sharedController.makeHostTransport(), loop: loop, deviceName: "C0:00:00:00:02:01",
+                            logging: logging)
         peerA = make("C0:00:00:00:02:02", x: 2)
         peerB = make("C0:00:00:00:02:03", x: 4)
         for device in [shared, peerA, peerB] { _ = try run { device.start(completion: $0) } }

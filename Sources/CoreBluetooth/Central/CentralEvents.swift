@@ -115,6 +115,15 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
         manager?.hostDidClose(error)
     }
 
+    func centralDeviceWillReset(_ service: any CentralRole) {
+        releaseConnections()
+        manager?.hostWillReset()
+    }
+
+    func centralDeviceDidReset(_ service: any CentralRole) {
+        manager?.hostDidReset()
+    }
+
     /// Apple's error for a disconnection the app did not ask for.
     static func disconnectionError(_ reason: HCIStatus) -> CBError {
         // Compared with == : HCIStatus is an Error, so `case .connectionTimeout` would pick

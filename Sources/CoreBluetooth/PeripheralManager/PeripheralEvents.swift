@@ -222,6 +222,14 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         manager?.hostDidClose(error)
     }
 
+    func peripheralDeviceWillReset(_ roleService: any PeripheralRole) {
+        manager?.hostWillReset()
+    }
+
+    func peripheralDeviceDidReset(_ roleService: any PeripheralRole) {
+        manager?.hostDidReset()
+    }
+
     // MARK: - Requests
 
     func peripheral(_ roleService: any PeripheralRole, readRequest id: Int, central: Int, handle: ATTHandle, offset: Int) {
