@@ -351,14 +351,9 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         for entry in clients { entry.client?.device(self, didClose: error) }
     }
 
-    /// The controller reset itself (the links were reported lost, each with Hardware Failure,
-    /// just before): pending connections, scans, advertising sets, and every client's services
-    /// and published channels are gone, as Core Bluetooth drops them below `.poweredOff` (apps
-    /// add their services and advertise again after `.resetting`). Clients hear
-    /// `deviceWillReset`, then `deviceDidReset` once the controller is back.
-    public func host(_ host: LEHost, willReset error: HCIError) {
-        logger.warning("controller reset (\(error)): its links are gone; initialising it again")
-        isResetting = true
+    /// What the controller was doing for the clients ends with it (a reset, a close): pending
+    /// connections and the one being made, the scan, every client's advertising set.
+    private func forgetControllerActivity() {
         pending = []
         initiating = nil
         cancellingInitiation = false
@@ -369,6 +364,17 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
             clients[index].isScanning = false
             clients[index].advertisingSet = nil
         }
+    }
+
+    /// The controller reset itself (the links were reported lost, each with Hardware Failure,
+    /// just before): pending connections, scans, advertising sets, and every client's services
+    /// and published channels are gone, as Core Bluetooth drops them below `.poweredOff` (apps
+    /// add their services and advertise again after `.resetting`). Clients hear
+    /// `deviceWillReset`, then `deviceDidReset` once the controller is back.
+    public func host(_ host: LEHost, willReset error: HCIError) {
+        logger.warning("controller reset (\(error)): its links are gone; initialising it again")
+        isResetting = true
+        forgetControllerActivity()
         for entry in clients {
             removeAllServices(ownedBy: entry.id)
             unpublishAllChannels(ownedBy: entry.id)
@@ -412,15 +418,6 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         connections = ConnectionTable()
         connectionsByServerConnection = [:]
         publishedPSMs = []
-        pending = []
-        initiating = nil
-        cancellingInitiation = false
-        turnTimer?.cancel()
-        turnTimer = nil
-        controllerScanning = false
-        for index in clients.indices {
-            clients[index].isScanning = false
-            clients[index].advertisingSet = nil
-        }
+        forgetControllerActivity()
     }
 }
