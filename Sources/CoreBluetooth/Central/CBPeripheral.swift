@@ -251,8 +251,6 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
     }
 
-    /// How many calls wait for their callback (tests).
-    package var pendingCallCount: Int { synchronized { pendingCalls.count } }
     /// How many calls expecting a callback this peripheral ever accepted (tests: whether a call
     /// was accepted, even when its callback has come and gone by the time the caller looks).
     package var acceptedCallCount: Int { synchronized { acceptedCallsStorage } }
