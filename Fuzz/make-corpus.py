@@ -188,8 +188,20 @@ script = (b"\x01" + struct.pack("<H", 1) + step(0x00, 0) + step(0x03, 1, 0) + wa
           + step(0x07, 0) + wait() + step(0x09, 0) + wait(1) + step(0x0B, 0, 0) + wait(2)
           + step(0x0E, 0, 0, 0, 1) + wait(2) + step(0x0C, 0, 0, 16, 0) + bytes(range(16)) + wait(2)
           + step(0x0A, 0, 0) + wait(2) + step(0x0F, 0, 0) + wait(2) + step(0x06, 0, 0, 1) + step(0x02, 0, 0))
+# Version 2: channels and pairing prompts (docs/daemon.md, "Channels and pairing").
+hello2 = frame(0x0001, struct.pack("<HH", 2, 1) + dstring(b"seed"))
+open_peripheral = frame(0x0003, struct.pack("<I", 2) + b"\x00")
+channels = (frame(0x0058, struct.pack("<I", 1) + b"\x01\x04")
+            + frame(0x0050, struct.pack("<I", 1) + bench_peer + struct.pack("<IH", 10, 0x80))
+            + frame(0x0051, struct.pack("<II", 2, 11) + b"\x00\x01")
+            + frame(0x0051, struct.pack("<II", 2, 12) + b"\x01" + struct.pack("<H", 0x25) + b"\x00")
+            + frame(0x0053, struct.pack("<II", 1, 1) + dstring(b"\x01\x02\x03"))
+            + frame(0x0054, struct.pack("<III", 1, 1, 3)) + frame(0x0055, struct.pack("<II", 1, 1) + b"\x01")
+            + frame(0x0056, struct.pack("<II", 1, 1)) + frame(0x0059, struct.pack("<II", 1, 1) + b"\x02" + struct.pack("<I", 123456))
+            + frame(0x0052, struct.pack("<IIH", 2, 13, 0x25)))
 write("daemon-wire", [
     b"\xfe" + hello + open_central + scan + connect + discover + read + write_,
+    b"\xfe" + hello2 + open_central + open_peripheral + scan + connect + channels,
     b"\x00" + hello + open_central + frame(0x0004, struct.pack("<I", 1)),
     b"\x10" + hello + frame(0x8001, struct.pack("<H", 1) + b"\x00"),
     b"\x20" + frame(0x0002, struct.pack("<I", 1) + b"\x01" + dstring(b"r")),

@@ -26,9 +26,12 @@ public enum DaemonProtocolError: Error, Sendable, Hashable, CustomStringConverti
 /// follows, then the message's type and fields.
 public enum DaemonFrame {
     /// The protocol version this build speaks (docs/daemon.md).
-    public static let version: UInt16 = 1
+    public static let version: UInt16 = 2
     /// The oldest version it still speaks.
     public static let minimumVersion: UInt16 = 1
+    /// Bytes of one channel's data either side may have sent that the other has not counted
+    /// yet (`channelSent`, `channelConsumed`): what a channel can make the other side hold.
+    public static let channelWindow = 32 * 1024
     /// The longest payload a frame may announce: far above any message (a value is at most
     /// 512 bytes, a database's discovery a few KiB), low enough that a hostile length cannot
     /// make the reader hold much.

@@ -15,7 +15,7 @@ public enum DaemonDisconnectCause: Sendable, Hashable {
     case link(HCIStatus)
 }
 
-/// One message between a client and `corebluetoothd`, version 1 of the protocol
+/// One message between a client and `corebluetoothd`, versions 1 and 2 of the protocol
 /// (docs/daemon.md, "Messages"): values only. `session` names one manager of the client,
 /// `request` one call that answers.
 public enum DaemonMessage: Sendable, Hashable {
@@ -140,6 +140,52 @@ public enum DaemonMessage: Sendable, Hashable {
     /// This many `update`s left the daemon (sent, or dropped): their slots are free again.
     case updatesHandedOver(session: UInt32, count: UInt32)
 
+    // MARK: Channels and pairing (version 2)
+
+    // Client → daemon. `channel` (u32) is the daemon's id of one open channel (unique in the
+    // daemon); `prompt` (u32) one pairing question.
+
+    /// Opens a credit-based channel to `psm` on the link to `peer`; answered by `channelOpened`.
+    case openChannel(session: UInt32, peer: LEAddress, request: UInt32, psm: UInt16)
+    /// Publishes a channel server on `psm` (nil: a free dynamic one); answered by `channelPublished`.
+    case publishChannel(session: UInt32, request: UInt32, psm: UInt16?, requiresEncryption: Bool)
+    /// Answered by `channelUnpublished`.
+    case unpublishChannel(session: UInt32, request: UInt32, psm: UInt16)
+    /// Bytes to send on the channel, in order. The client keeps at most
+    /// `DaemonFrame.channelWindow` bytes written that `channelSent` has not counted.
+    case channelWrite(session: UInt32, channel: UInt32, bytes: [UInt8])
+    /// The client took this many bytes of `channelData` (the daemon's window has room again).
+    case channelConsumed(session: UInt32, channel: UInt32, count: UInt32)
+    /// The app's stream is full (true) or has room again: the daemon withholds the peer's
+    /// credits meanwhile.
+    case channelPause(session: UInt32, channel: UInt32, paused: Bool)
+    /// Disconnects the channel; `channelClosed` follows.
+    case channelClose(session: UInt32, channel: UInt32)
+    /// The session's pairing agent: its IO capability (Vol 3 Part H §2.3.2), or nil for none
+    /// (the daemon's own agent answers). With one, prompts on the session's links come as
+    /// `pairingPrompt`.
+    case setPairingAgent(session: UInt32, ioCapability: UInt8?)
+    /// The answer to `pairingPrompt` `prompt`.
+    case pairingReply(session: UInt32, prompt: UInt32, reply: DaemonPairingReply)
+
+    // Daemon → client.
+
+    case channelOpened(session: UInt32, request: UInt32, result: Result<UInt32, DaemonChannelOpenError>)
+    case channelPublished(session: UInt32, request: UInt32, result: Result<UInt16, DaemonChannelPublishError>)
+    /// `wasPublished` false: the session had not published it.
+    case channelUnpublished(session: UInt32, request: UInt32, wasPublished: Bool)
+    /// A central opened channel `channel` to a PSM the session published.
+    case channelIncoming(session: UInt32, channel: UInt32, central: UInt32, peer: LEAddress, psm: UInt16)
+    /// One SDU the peer sent. The daemon keeps at most `DaemonFrame.channelWindow` bytes
+    /// of it not counted by `channelConsumed`: past it, it withholds the peer's credits.
+    case channelData(session: UInt32, channel: UInt32, bytes: [UInt8])
+    /// L2CAP took this many bytes of `channelWrite`.
+    case channelSent(session: UInt32, channel: UInt32, count: UInt32)
+    case channelClosed(session: UInt32, channel: UInt32, reason: DaemonChannelCloseReason)
+    /// A question of the pairing on the link to `peer`, for the session's agent; answered by
+    /// `pairingReply`, or the pairing fails on its own (SMP's 30 s timeout).
+    case pairingPrompt(session: UInt32, prompt: UInt32, peer: LEAddress, question: DaemonPairingPrompt)
+
     /// The message's type on the wire. Client → daemon below 0x8000, daemon → client above.
     public enum Kind: UInt16, Sendable, CaseIterable {
         case hello = 0x0001
@@ -207,9 +253,30 @@ public enum DaemonMessage: Sendable, Hashable {
         case subscribed = 0x8039
         case unsubscribed = 0x803A
         case updatesHandedOver = 0x803B
+        // MARK: Channels and pairing (version 2)
+        case openChannel = 0x0050
+        case publishChannel = 0x0051
+        case unpublishChannel = 0x0052
+        case channelWrite = 0x0053
+        case channelConsumed = 0x0054
+        case channelPause = 0x0055
+        case channelClose = 0x0056
+        case setPairingAgent = 0x0058
+        case pairingReply = 0x0059
+        case channelOpened = 0x8050
+        case channelPublished = 0x8051
+        case channelUnpublished = 0x8052
+        case channelIncoming = 0x8053
+        case channelData = 0x8054
+        case channelSent = 0x8055
+        case channelClosed = 0x8056
+        case pairingPrompt = 0x8058
 
         /// Whether clients send it (else the daemon does).
         public var isFromClient: Bool { rawValue < 0x8000 }
+
+        /// The first protocol version that has it.
+        public var version: UInt16 { (rawValue & 0x7FFF) >= 0x0050 ? 2 : 1 }
     }
 
     public var kind: Kind {
@@ -277,6 +344,23 @@ public enum DaemonMessage: Sendable, Hashable {
         case .subscribed: .subscribed
         case .unsubscribed: .unsubscribed
         case .updatesHandedOver: .updatesHandedOver
+        case .openChannel: .openChannel
+        case .publishChannel: .publishChannel
+        case .unpublishChannel: .unpublishChannel
+        case .channelWrite: .channelWrite
+        case .channelConsumed: .channelConsumed
+        case .channelPause: .channelPause
+        case .channelClose: .channelClose
+        case .setPairingAgent: .setPairingAgent
+        case .pairingReply: .pairingReply
+        case .channelOpened: .channelOpened
+        case .channelPublished: .channelPublished
+        case .channelUnpublished: .channelUnpublished
+        case .channelIncoming: .channelIncoming
+        case .channelData: .channelData
+        case .channelSent: .channelSent
+        case .channelClosed: .channelClosed
+        case .pairingPrompt: .pairingPrompt
         }
     }
 
@@ -391,6 +475,37 @@ public enum DaemonMessage: Sendable, Hashable {
         case .subscribed(let session, let central, let handle), .unsubscribed(let session, let central, let handle):
             w.u32(session); w.u32(central); w.handle(handle)
         case .updatesHandedOver(let session, let count): w.u32(session); w.u32(count)
+        // MARK: Channels and pairing (version 2)
+        case .openChannel(let session, let peer, let request, let psm): w.u32(session); w.leAddress(peer); w.u32(request); w.u16(psm)
+        case .publishChannel(let session, let request, let psm, let requiresEncryption):
+            w.u32(session); w.u32(request); w.optional(psm) { $0.u16($1) }; w.bool(requiresEncryption)
+        case .unpublishChannel(let session, let request, let psm): w.u32(session); w.u32(request); w.u16(psm)
+        case .channelWrite(let session, let channel, let bytes), .channelData(let session, let channel, let bytes):
+            w.u32(session); w.u32(channel); w.blob(bytes)
+        case .channelConsumed(let session, let channel, let count), .channelSent(let session, let channel, let count):
+            w.u32(session); w.u32(channel); w.u32(count)
+        case .channelPause(let session, let channel, let paused): w.u32(session); w.u32(channel); w.bool(paused)
+        case .channelClose(let session, let channel): w.u32(session); w.u32(channel)
+        case .setPairingAgent(let session, let capability): w.u32(session); w.optional(capability) { $0.u8($1) }
+        case .pairingReply(let session, let prompt, let reply): w.u32(session); w.u32(prompt); w.pairingReply(reply)
+        case .channelOpened(let session, let request, let result):
+            w.u32(session); w.u32(request)
+            switch result {
+            case .success(let channel): w.u8(0); w.u32(channel)
+            case .failure(let error): w.u8(1); w.channelOpenError(error)
+            }
+        case .channelPublished(let session, let request, let result):
+            w.u32(session); w.u32(request)
+            switch result {
+            case .success(let psm): w.u8(0); w.u16(psm)
+            case .failure(let error): w.u8(1); w.channelPublishError(error)
+            }
+        case .channelUnpublished(let session, let request, let wasPublished): w.u32(session); w.u32(request); w.bool(wasPublished)
+        case .channelIncoming(let session, let channel, let central, let peer, let psm):
+            w.u32(session); w.u32(channel); w.u32(central); w.leAddress(peer); w.u16(psm)
+        case .channelClosed(let session, let channel, let reason): w.u32(session); w.u32(channel); w.channelCloseReason(reason)
+        case .pairingPrompt(let session, let prompt, let peer, let question):
+            w.u32(session); w.u32(prompt); w.leAddress(peer); w.pairingPrompt(question)
         }
     }
 
@@ -623,6 +738,71 @@ public enum DaemonMessage: Sendable, Hashable {
         case .updatesHandedOver:
             let session = try r.u32(), count = try r.u32()
             return .updatesHandedOver(session: session, count: count)
+        // MARK: Channels and pairing (version 2)
+        case .openChannel:
+            let session = try r.u32(), peer = try r.leAddress(), request = try r.u32(), psm = try r.u16()
+            return .openChannel(session: session, peer: peer, request: request, psm: psm)
+        case .publishChannel:
+            let session = try r.u32(), request = try r.u32(), psm = try r.optional { try $0.u16() }, encryption = try r.bool()
+            return .publishChannel(session: session, request: request, psm: psm, requiresEncryption: encryption)
+        case .unpublishChannel:
+            let session = try r.u32(), request = try r.u32(), psm = try r.u16()
+            return .unpublishChannel(session: session, request: request, psm: psm)
+        case .channelWrite:
+            let session = try r.u32(), channel = try r.u32(), bytes = try r.blob()
+            return .channelWrite(session: session, channel: channel, bytes: bytes)
+        case .channelConsumed:
+            let session = try r.u32(), channel = try r.u32(), count = try r.u32()
+            return .channelConsumed(session: session, channel: channel, count: count)
+        case .channelPause:
+            let session = try r.u32(), channel = try r.u32(), paused = try r.bool()
+            return .channelPause(session: session, channel: channel, paused: paused)
+        case .channelClose:
+            let session = try r.u32(), channel = try r.u32()
+            return .channelClose(session: session, channel: channel)
+        case .setPairingAgent:
+            let session = try r.u32(), capability = try r.optional { try $0.u8() }
+            if let capability, capability > 4 { throw DecodeError("\(r.context): IO capability \(capability)") }
+            return .setPairingAgent(session: session, ioCapability: capability)
+        case .pairingReply:
+            let session = try r.u32(), prompt = try r.u32(), reply = try r.pairingReply()
+            return .pairingReply(session: session, prompt: prompt, reply: reply)
+        case .channelOpened:
+            let session = try r.u32(), request = try r.u32()
+            let result: Result<UInt32, DaemonChannelOpenError>
+            switch try r.u8() {
+            case 0: result = .success(try r.u32())
+            case 1: result = .failure(try r.channelOpenError())
+            case let other: throw DecodeError("\(r.context): result \(other)")
+            }
+            return .channelOpened(session: session, request: request, result: result)
+        case .channelPublished:
+            let session = try r.u32(), request = try r.u32()
+            let result: Result<UInt16, DaemonChannelPublishError>
+            switch try r.u8() {
+            case 0: result = .success(try r.u16())
+            case 1: result = .failure(try r.channelPublishError())
+            case let other: throw DecodeError("\(r.context): result \(other)")
+            }
+            return .channelPublished(session: session, request: request, result: result)
+        case .channelUnpublished:
+            let session = try r.u32(), request = try r.u32(), wasPublished = try r.bool()
+            return .channelUnpublished(session: session, request: request, wasPublished: wasPublished)
+        case .channelIncoming:
+            let session = try r.u32(), channel = try r.u32(), central = try r.u32(), peer = try r.leAddress(), psm = try r.u16()
+            return .channelIncoming(session: session, channel: channel, central: central, peer: peer, psm: psm)
+        case .channelData:
+            let session = try r.u32(), channel = try r.u32(), bytes = try r.blob()
+            return .channelData(session: session, channel: channel, bytes: bytes)
+        case .channelSent:
+            let session = try r.u32(), channel = try r.u32(), count = try r.u32()
+            return .channelSent(session: session, channel: channel, count: count)
+        case .channelClosed:
+            let session = try r.u32(), channel = try r.u32(), reason = try r.channelCloseReason()
+            return .channelClosed(session: session, channel: channel, reason: reason)
+        case .pairingPrompt:
+            let session = try r.u32(), prompt = try r.u32(), peer = try r.leAddress(), question = try r.pairingPrompt()
+            return .pairingPrompt(session: session, prompt: prompt, peer: peer, question: question)
         }
     }
 }

@@ -155,6 +155,52 @@ struct DaemonProtocolTests {
         .subscribed(session: 2, central: 40, handle: 0x0012),
         .unsubscribed(session: 2, central: 40, handle: 0x0012),
         .updatesHandedOver(session: 2, count: 256),
+        // MARK: Channels and pairing (version 2)
+        .openChannel(session: 1, peer: peer, request: 12, psm: 0x0080),
+        .publishChannel(session: 2, request: 13, psm: nil, requiresEncryption: true),
+        .publishChannel(session: 2, request: 14, psm: 0x0025, requiresEncryption: false),
+        .unpublishChannel(session: 2, request: 15, psm: 0x0080),
+        .channelWrite(session: 1, channel: 7, bytes: [1, 2, 3]),
+        .channelWrite(session: 1, channel: 7, bytes: []),
+        .channelConsumed(session: 1, channel: 7, count: 4096),
+        .channelPause(session: 1, channel: 7, paused: true),
+        .channelClose(session: 1, channel: 7),
+        .setPairingAgent(session: 1, ioCapability: 4),
+        .setPairingAgent(session: 1, ioCapability: nil),
+        .pairingReply(session: 1, prompt: 3, reply: .accept),
+        .pairingReply(session: 1, prompt: 3, reply: .reject),
+        .pairingReply(session: 1, prompt: 3, reply: .passkey(999_999)),
+        .pairingReply(session: 1, prompt: 3, reply: .outOfBand(peerConfirm: Array(repeating: 1, count: 16),
+                                                               peerRandom: Array(repeating: 2, count: 16), temporaryKey: nil)),
+        .channelOpened(session: 1, request: 12, result: .success(7)),
+        .channelOpened(session: 1, request: 12, result: .failure(.refused(0x0002))),
+        .channelOpened(session: 1, request: 12, result: .failure(.timeout)),
+        .channelOpened(session: 1, request: 12, result: .failure(.disconnected)),
+        .channelOpened(session: 1, request: 12, result: .failure(.noFreeChannelIDs)),
+        .channelOpened(session: 1, request: 12, result: .failure(.invalidParameters)),
+        .channelOpened(session: 1, request: 12, result: .failure(.pairingFailed(local: false, reason: 0x05))),
+        .channelOpened(session: 1, request: 12, result: .failure(.pairingFailed(local: true, reason: nil))),
+        .channelOpened(session: 1, request: 12, result: .failure(.peerRemovedPairingInformation)),
+        .channelOpened(session: 1, request: 12, result: .failure(.encryptionTimedOut)),
+        .channelOpened(session: 1, request: 12, result: .failure(.encryptionFailed(0x06))),
+        .channelOpened(session: 1, request: 12, result: .failure(.notSupported("no"))),
+        .channelPublished(session: 2, request: 13, result: .success(0x0080)),
+        .channelPublished(session: 2, request: 13, result: .failure(.noFreePSM)),
+        .channelPublished(session: 2, request: 14, result: .failure(.psmInUse(0x0025))),
+        .channelPublished(session: 2, request: 14, result: .failure(.invalidPSM(0x0100))),
+        .channelUnpublished(session: 2, request: 15, wasPublished: false),
+        .channelIncoming(session: 2, channel: 8, central: 40, peer: peer, psm: 0x0080),
+        .channelData(session: 2, channel: 8, bytes: Array(repeating: 0xAB, count: 300)),
+        .channelSent(session: 1, channel: 7, count: 3),
+        .channelClosed(session: 1, channel: 7, reason: .local),
+        .channelClosed(session: 1, channel: 7, reason: .remote),
+        .channelClosed(session: 1, channel: 7, reason: .linkLost),
+        .channelClosed(session: 1, channel: 7, reason: .protocolError("credit overflow")),
+        .pairingPrompt(session: 1, prompt: 3, peer: peer, question: .confirmPairing(method: 0)),
+        .pairingPrompt(session: 1, prompt: 3, peer: peer, question: .displayPasskey(123_456)),
+        .pairingPrompt(session: 1, prompt: 3, peer: peer, question: .enterPasskey),
+        .pairingPrompt(session: 1, prompt: 3, peer: peer, question: .confirmNumber(42)),
+        .pairingPrompt(session: 1, prompt: 3, peer: peer, question: .outOfBandData),
     ]
 
     /// A service with a dynamic notifying value and a stored one with a descriptor.
@@ -294,6 +340,41 @@ struct DaemonProtocolTests {
         #expect(throws: DaemonProtocolError.trailingBytes(kind: .close, count: 1)) {
             try DaemonMessage.decode(DaemonMessage.close(session: 1).encoded + [0])
         }
+    }
+
+    /// Version 2's messages, byte for byte (docs/daemon.md, "Channels and pairing").
+    @Test func channelAndPairingBytes() {
+        #expect(DaemonMessage.openChannel(session: 1, peer: Self.peer, request: 2, psm: 0x0080).encoded
+            == [0x50, 0x00, 1, 0, 0, 0] + [0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0] + [2, 0, 0, 0, 0x80, 0x00])
+        #expect(DaemonMessage.publishChannel(session: 1, request: 2, psm: 0x0025, requiresEncryption: true).encoded
+            == [0x51, 0x00, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0x25, 0x00, 1])
+        #expect(DaemonMessage.channelData(session: 1, channel: 9, bytes: [0xAA, 0xBB]).encoded
+            == [0x54, 0x80, 1, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 0xAA, 0xBB])
+        #expect(DaemonMessage.channelOpened(session: 1, request: 2, result: .failure(.refused(0x0005))).encoded
+            == [0x50, 0x80, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0x05, 0x00])
+        #expect(DaemonMessage.pairingPrompt(session: 1, prompt: 3, peer: Self.peer, question: .confirmNumber(0x01E240)).encoded
+            == [0x58, 0x80, 1, 0, 0, 0, 3, 0, 0, 0] + [0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0] + [3, 0x40, 0xE2, 0x01, 0x00])
+        #expect(DaemonMessage.pairingReply(session: 1, prompt: 3, reply: .passkey(0x01E240)).encoded
+            == [0x59, 0x00, 1, 0, 0, 0, 3, 0, 0, 0, 2, 0x40, 0xE2, 0x01, 0x00])
+        #expect(DaemonMessage.Kind.openChannel.version == 2 && DaemonMessage.Kind.pairingPrompt.version == 2)
+        #expect(DaemonMessage.Kind.restorePeripheralState.version == 1 && DaemonMessage.Kind.update.version == 1)
+    }
+
+    @Test func badChannelAndPairingFieldsAreErrors() {
+        // A passkey of seven digits, in a reply and in a prompt.
+        #expect(throws: DaemonProtocolError.self) {
+            try DaemonMessage.decode([0x59, 0x00, 1, 0, 0, 0, 3, 0, 0, 0, 2, 0x40, 0x42, 0x0F, 0x00])
+        }
+        #expect(throws: DaemonProtocolError.self) {
+            try DaemonMessage.decode([0x58, 0x80, 1, 0, 0, 0, 3, 0, 0, 0] + [0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0] + [1, 0x40, 0x42, 0x0F, 0x00])
+        }
+        // An IO capability of 5; a pairing reply of kind 4; a close reason of 4; an open error of 10.
+        #expect(throws: DaemonProtocolError.self) { try DaemonMessage.decode([0x58, 0x00, 1, 0, 0, 0, 1, 5]) }
+        #expect(throws: DaemonProtocolError.self) { try DaemonMessage.decode([0x59, 0x00, 1, 0, 0, 0, 3, 0, 0, 0, 4]) }
+        #expect(throws: DaemonProtocolError.self) { try DaemonMessage.decode([0x56, 0x80, 1, 0, 0, 0, 7, 0, 0, 0, 4]) }
+        #expect(throws: DaemonProtocolError.self) { try DaemonMessage.decode([0x50, 0x80, 1, 0, 0, 0, 2, 0, 0, 0, 1, 10]) }
+        // A result of 2.
+        #expect(throws: DaemonProtocolError.self) { try DaemonMessage.decode([0x51, 0x80, 1, 0, 0, 0, 2, 0, 0, 0, 2]) }
     }
 
     @Test func unknownTypesAndBadFieldsAreErrors() {
