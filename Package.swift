@@ -125,7 +125,7 @@ let package = Package(
         // on the daemon's host device, messages in and out.
         .target(name: "CoreBluetoothDaemon", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"),
             "DaemonProtocol", "RoleServices", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GAP", "GATT", "ATT",
-            "AssignedNumbers", "Scheduling", "VirtualController",
+            "AssignedNumbers", "Scheduling", "VirtualController", "L2CAP", "SMP",
         ]),
         // The daemon: a thin entry to CoreBluetoothDaemon's command.
         .executableTarget(name: "corebluetoothd", dependencies: ["StackLogging", "CoreBluetoothDaemon"]),
@@ -136,6 +136,7 @@ let package = Package(
         // messages over the daemon's socket.
         .target(name: "RemoteRoles", dependencies: [
             "DaemonProtocol", "RoleServices", "HostDevice", "HCI", "HCIDriver", "GAP", "GATT", "ATT", "AssignedNumbers", "Scheduling",
+            "L2CAP", "SMP",
         ]),
         // Bluetooth UUIDs and the SIG's assigned numbers, shared by the host stack layers.
         .target(name: "AssignedNumbers", dependencies: ["ByteCoding"]),
@@ -212,7 +213,7 @@ let package = Package(
         // a virtual radio.
         .testTarget(name: "CoreBluetoothDaemonTests", dependencies: [
             "CoreBluetoothDaemon", "DaemonProtocol", "HostDevice", "HostStack", "HCI", "HCIDriver", "HCITransport", "GATT", "ATT",
-            "AssignedNumbers", "Scheduling", "VirtualController", "CoreBluetooth", "TestTools", "RemoteRoles", "GAP",
+            "AssignedNumbers", "Scheduling", "VirtualController", "CoreBluetooth", "TestTools", "RemoteRoles", "GAP", "TestSupport",
         ]),
         .testTarget(name: "ATTTests", dependencies: ["LogTesting", "StackLogging", .product(name: "Logging", package: "swift-log"),
             "ATT", "AssignedNumbers", "ByteCoding", "Scheduling", "L2CAP", "HostStack", "VirtualController", "HCI",

@@ -33,6 +33,7 @@ public final class DaemonClient: @unchecked Sendable {
     private let restoration: DaemonRestoration?
     private let connectionEvents: ConnectionEvents?
     private let subscriptions: DaemonSubscriptions
+    private let channelLedger: DaemonChannelLedger
     private let send: (DaemonMessage) -> Void
     private var version: UInt16?
     private var centrals: [UInt32: CentralSession] = [:]
@@ -46,7 +47,8 @@ public final class DaemonClient: @unchecked Sendable {
     /// `subscriptions`: the daemon's, shared by every client's sessions (they share links).
     public init(device: HostDevice, name: String, uid: UInt32 = 0, restoration: DaemonRestoration? = nil,
                 connectionEvents: ConnectionEvents? = nil, subscriptions: DaemonSubscriptions = DaemonSubscriptions(),
-                send: @escaping (DaemonMessage) -> Void) {
+                channelLedger: DaemonChannelLedger = DaemonChannelLedger(), send: @escaping (DaemonMessage) -> Void) {
+        self.channelLedger = channelLedger
         self.device = device
         self.name = name
         self.uid = uid
@@ -136,8 +138,8 @@ public final class DaemonClient: @unchecked Sendable {
                 kept.attach(id: session, send: sink)
             } else {
                 centrals[session] = CentralSession(id: session, restoreIdentifier: identifier, parkedLimit: restoration?.parkedLimit ?? 0,
-                                                   connectionEvents: connectionEvents, subscriptions: subscriptions, device: device,
-                                                   send: sink)
+                                                   connectionEvents: connectionEvents, subscriptions: subscriptions,
+                                                   channelLedger: channelLedger, device: device, send: sink)
             }
         case .openPeripheral(let session, let identifier):
             guard centrals[session] == nil, peripherals[session] == nil else {
@@ -153,7 +155,8 @@ public final class DaemonClient: @unchecked Sendable {
                 peripherals[session] = kept
                 kept.attach(id: session, send: sink)
             } else {
-                peripherals[session] = PeripheralSession(id: session, restoreIdentifier: identifier, device: device, send: sink)
+                peripherals[session] = PeripheralSession(id: session, restoreIdentifier: identifier, channelLedger: channelLedger,
+                                                         device: device, send: sink)
             }
         case .close(let session):
             // The manager was released while its process lives on: nothing to restore.
@@ -161,7 +164,14 @@ public final class DaemonClient: @unchecked Sendable {
             peripherals.removeValue(forKey: session)?.end()
         default:
             guard let id = message.session else { throw DaemonClientViolation("\(message.kind) names no session") }
-            if let session = centrals[id], !message.isPeripheralCall {
+            guard let version, message.kind.version <= version else {
+                throw DaemonClientViolation("\(message.kind) is not in the protocol version agreed")
+            }
+            if message.isEitherRoleCall, let session = centrals[id] {
+                session.handle(message)
+            } else if message.isEitherRoleCall, let session = peripherals[id] {
+                session.handle(message)
+            } else if let session = centrals[id], !message.isPeripheralCall {
                 session.handle(message)
             } else if let session = peripherals[id], message.isPeripheralCall {
                 session.handle(message)
@@ -292,15 +302,30 @@ extension DaemonMessage {
              .startAdvertising(let session, _), .stopAdvertising(let session), .setLatency(let session, _, _),
              .answer(let session, _, _, _), .update(let session, _, _, _):
             session
+        // MARK: Channels and pairing
+        case .openChannel(let session, _, _, _), .publishChannel(let session, _, _, _), .unpublishChannel(let session, _, _),
+             .channelWrite(let session, _, _), .channelConsumed(let session, _, _), .channelPause(let session, _, _),
+             .channelClose(let session, _), .setPairingAgent(let session, _), .pairingReply(let session, _, _):
+            session
         default:
             nil
+        }
+    }
+
+    /// Whether either role's session takes it (its channels, its pairing agent).
+    var isEitherRoleCall: Bool {
+        switch self {
+        case .channelWrite, .channelConsumed, .channelPause, .channelClose, .setPairingAgent, .pairingReply: true
+        default: false
         }
     }
 
     /// Whether it is a peripheral manager's call (else a central's).
     var isPeripheralCall: Bool {
         switch self {
-        case .publish, .unpublish, .unpublishAll, .startAdvertising, .stopAdvertising, .setLatency, .answer, .update: true
+        case .publish, .unpublish, .unpublishAll, .startAdvertising, .stopAdvertising, .setLatency, .answer, .update,
+             .publishChannel, .unpublishChannel:
+            true
         default: false
         }
     }
@@ -313,8 +338,13 @@ extension DaemonMessage {
 /// stays the device's client (its links, pending connections, subscriptions and scan go on),
 /// notifications are parked, and a later session with the same key takes it over
 /// (``attach(id:send:)``) with a `restoreState` of what it kept.
-final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendable {
+final class CentralSession: CentralServiceEvents, KeptSession, ChannelSession, @unchecked Sendable {
     private(set) var id: UInt32
+    /// The channels it opened, relayed to its client.
+    private(set) lazy var channels = SessionChannels(ledger: channelLedger) { [weak self] make in self?.emit(make) }
+    private let channelLedger: DaemonChannelLedger
+    /// Its client's pairing agent, when it has one.
+    var pairing: SessionPairingAgent?
     /// While kept: hears the events an app would be relaunched for (`--on-event`).
     var wake: ((DaemonRestoration.Event) -> Void)?
     let restoreIdentifier: String?
@@ -351,8 +381,10 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
     }
 
     init(id: UInt32, restoreIdentifier: String? = nil, parkedLimit: Int = 0, connectionEvents: ConnectionEvents? = nil,
-         subscriptions: DaemonSubscriptions = DaemonSubscriptions(), device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
+         subscriptions: DaemonSubscriptions = DaemonSubscriptions(), channelLedger: DaemonChannelLedger = DaemonChannelLedger(),
+         device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
         self.id = id
+        self.channelLedger = channelLedger
         self.restoreIdentifier = restoreIdentifier
         self.parkedLimit = parkedLimit
         self.connectionEvents = connectionEvents
@@ -367,6 +399,7 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
     /// On links other sessions keep up, its subscriptions end (at the peer too, when nobody
     /// else wants the values), and the procedures it left queued run for nobody.
     func end() {
+        clientLeft()
         sink = nil
         wake = nil
         service.events = nil
@@ -382,8 +415,18 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
 
     /// Its client went: everything goes on, and notifications are parked until ``attach(id:send:)``.
     func detach() {
+        clientLeft()
         sink = nil
         generation += 1
+    }
+
+    /// Its client went: its channels close (at the peer too) and its pairing prompts are
+    /// answered no (the pairing fails now, not at SMP's timeout).
+    private func clientLeft() {
+        channels.closeAll()
+        pairing?.cancelAll()
+        pairing = nil
+        service.pairingAgent = nil
     }
 
     /// A new client's session `id` takes the session over: `restoreState`, the state, then the
@@ -542,8 +585,24 @@ final class CentralSession: CentralServiceEvents, KeptSession, @unchecked Sendab
                 case .failure(let error): self?.answer(asked) { .rssi(session: $0, request: request, rssi: 127, error: "\(error)") }
                 }
             }
+        case .openChannel(_, let peer, let request, let psm):
+            service.openChannel(to: peer, psm: psm) { [weak self] result in
+                switch result {
+                case .success(let channel):
+                    // Nobody to hand it to (the client that asked went): it closes.
+                    guard let self, asked == generation, sink != nil else { return channel.close() }
+                    channels.add(channel) { id in emit { .channelOpened(session: $0, request: request, result: .success(id)) } }
+                case .failure(let error):
+                    self?.answer(asked) { .channelOpened(session: $0, request: request, result: .failure(DaemonChannelOpenError(error))) }
+                }
+            }
         default:
-            break
+            if channels.handle(message) { return }
+            _ = handlePairing(message, emit: { [weak self] make in
+                guard let self, sink != nil else { return false }
+                emit(make)
+                return true
+            }, install: { service.pairingAgent = $0 })
         }
     }
 

@@ -44,6 +44,7 @@ public final class DaemonServer: Sendable {
     /// Subscriptions of every client's central sessions, per link (touched on the device's
     /// loop only).
     private let subscriptions = DaemonSubscriptions()
+    private let channelLedger = DaemonChannelLedger()
     /// `corebluetooth.daemon`: clients connecting and leaving (info), the socket failing.
     private let logger: Logger
     private let state = Locked(State())
@@ -83,22 +84,26 @@ public final class DaemonServer: Sendable {
 
     /// What the daemon holds now, in one line (`corebluetoothd` logs it on SIGUSR1; the
     /// process tests read it to find leaks): `status clients=C kept=K links=L owners=o1,o2…
-    /// procedures=p1,p2… pending=P subscriptions=S` — the clients connected, the sessions kept
-    /// for restoration, the device's links (in the order they were made) with how many
-    /// sessions own each and how many GATT procedures are queued or running on it, the
-    /// connections being attempted, and the subscriptions central sessions hold (per session).
+    /// procedures=p1,p2… pending=P subscriptions=S channels=N paused=Q buffered=B` — the clients
+    /// connected, the sessions kept for restoration, the device's links (in the order they were
+    /// made) with how many sessions own each and how many GATT procedures are queued or running
+    /// on it, the connections being attempted, the subscriptions central sessions hold (per
+    /// session), and the L2CAP channels relayed to clients: how many, how many withhold the
+    /// peer's credits, and the bytes the daemon holds for them.
     /// Calls `completion` on the device's loop.
     public func status(_ completion: @escaping @Sendable (String) -> Void) {
         let clients = state.withLock { $0.connections.count }
         let device = device
         let restoration = restoration
         let subscriptions = subscriptions
+        let channels = channelLedger
         device.loop.execute {
             let links = device.connections.values
             completion("status clients=\(clients) kept=\(restoration.count) links=\(links.count)"
                 + " owners=\(links.map { String($0.ownerCount) }.joined(separator: ","))"
                 + " procedures=\(links.map { String($0.client.pendingProcedures) }.joined(separator: ","))"
-                + " pending=\(device.pendingConnectionCount) subscriptions=\(subscriptions.count)")
+                + " pending=\(device.pendingConnectionCount) subscriptions=\(subscriptions.count)"
+                + " channels=\(channels.open) paused=\(channels.paused) buffered=\(channels.buffered)")
         }
     }
 
@@ -142,7 +147,8 @@ public final class DaemonServer: Sendable {
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, restoration: restoration,
-                                              connectionEvents: connectionEvents, subscriptions: subscriptions, logger: logger) { [self] gone in
+                                              connectionEvents: connectionEvents, subscriptions: subscriptions,
+                                              channelLedger: channelLedger, logger: logger) { [self] gone in
                 state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(gone)) }
             }
             // Started under the lock, so that `close` finds every connection it must drop
@@ -224,14 +230,16 @@ final class DaemonConnection: @unchecked Sendable {
     private let restoration: DaemonRestoration
     private let connectionEvents: DaemonConnectionEvents
     private let subscriptions: DaemonSubscriptions
+    private let channelLedger: DaemonChannelLedger
     private let logger: Logger
     private let gone: @Sendable (DaemonConnection) -> Void
     private var socket: FramedSocket?
     private var client: DaemonClient?
 
     init(fd: Int32, credentials: PeerCredentials, device: HostDevice, restoration: DaemonRestoration,
-         connectionEvents: DaemonConnectionEvents, subscriptions: DaemonSubscriptions, logger: Logger,
-         gone: @escaping @Sendable (DaemonConnection) -> Void) {
+         connectionEvents: DaemonConnectionEvents, subscriptions: DaemonSubscriptions, channelLedger: DaemonChannelLedger,
+         logger: Logger, gone: @escaping @Sendable (DaemonConnection) -> Void) {
+        self.channelLedger = channelLedger
         self.fd = fd
         self.credentials = credentials
         self.device = device
@@ -268,7 +276,7 @@ final class DaemonConnection: @unchecked Sendable {
         loop.execute { [self] in
             client = DaemonClient(device: device, name: "pid \(credentials.pid)", uid: credentials.uid,
                                   restoration: restoration, connectionEvents: connectionEvents,
-                                  subscriptions: subscriptions) { message in socket.send(message) }
+                                  subscriptions: subscriptions, channelLedger: channelLedger) { message in socket.send(message) }
         }
         socket.start()
     }

@@ -22,8 +22,13 @@ import RoleServices
 /// Requests that need the app are answered with Unlikely Error meanwhile (stored values are the
 /// database's to answer, as always), and a later session with the same key takes it over
 /// (``attach(id:send:)``) with a `restorePeripheralState` of what it has.
-final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked Sendable {
+final class PeripheralSession: PeripheralServiceEvents, KeptSession, ChannelSession, @unchecked Sendable {
     private(set) var id: UInt32
+    /// Channels centrals opened to its PSMs, relayed to its client.
+    private(set) lazy var channels = SessionChannels(ledger: channelLedger) { [weak self] make in self?.emit(make) }
+    private let channelLedger: DaemonChannelLedger
+    /// Its client's pairing agent, when it has one.
+    var pairing: SessionPairingAgent?
     let restoreIdentifier: String?
     private let service = PeripheralService()
     /// Where messages go; nil while no client holds the session.
@@ -41,14 +46,18 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked 
     private var advertisement: DaemonAdvertisement?
     /// Connected centrals: address, ATT_MTU, value handles subscribed to.
     private var centrals: [UInt32: (peer: LEAddress, mtu: UInt16, subscribed: Set<ATTHandle>)] = [:]
+    /// The PSMs its client published.
+    private var publishedPSMs: Set<UInt16> = []
     /// Updates the client handed over whose slots have not come back.
     private var inFlight = 0
     /// Slots of an earlier client's updates still out: not returned to the next client (its
     /// budget starts full).
     private var owed = 0
 
-    init(id: UInt32, restoreIdentifier: String? = nil, device: HostDevice, send: @escaping (DaemonMessage) -> Void) {
+    init(id: UInt32, restoreIdentifier: String? = nil, channelLedger: DaemonChannelLedger = DaemonChannelLedger(), device: HostDevice,
+         send: @escaping (DaemonMessage) -> Void) {
         self.id = id
+        self.channelLedger = channelLedger
         self.restoreIdentifier = restoreIdentifier
         sink = send
         service.events = self
@@ -60,6 +69,7 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked 
     /// The session is over: the service leaves the device, and with it its services (they leave
     /// the database), its advertising set, its links and its subscribers.
     func end() {
+        clientLeft()
         sink = nil
         wake = nil
         service.events = nil
@@ -76,6 +86,7 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked 
     /// Its client went: everything stays (services, advertising, centrals and their
     /// subscriptions); the requests it left unanswered are refused now.
     func detach() {
+        clientLeft()
         sink = nil
         owed += inFlight
         inFlight = 0
@@ -94,6 +105,17 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked 
         }
         send(.restorePeripheralState(session: id, services: restored, advertisement: advertisement, centrals: connected))
         send(.state(session: id, state: service.isOn ? ManagerState.poweredOn : ManagerState.poweredOff, reason: nil))
+    }
+
+    /// Its client went: its PSMs are unpublished (they were its process's), its channels
+    /// close (at the peer too), and its pairing prompts are answered no.
+    private func clientLeft() {
+        for psm in publishedPSMs { service.unpublishChannel(psm) { _ in } }
+        publishedPSMs = []
+        channels.closeAll()
+        pairing?.cancelAll()
+        pairing = nil
+        service.pairingAgent = nil
     }
 
     /// Sends an event of the session, if a client holds it.
@@ -148,8 +170,25 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked 
             // given the slot back (the value is dropped).
             if accepted { inFlight += 1 } else { emit { .updatesHandedOver(session: $0, count: 1) } }
             if needsDrain { service.drainInbox() }
+        case .publishChannel(_, let request, let psm, let requiresEncryption):
+            service.publishChannel(psm: psm, requiresEncryption: requiresEncryption) { [weak self] result in
+                guard let self else { return }
+                if case .success(let published) = result { publishedPSMs.insert(published) }
+                emit { .channelPublished(session: $0, request: request, result: result.mapError(DaemonChannelPublishError.init)) }
+            }
+        case .unpublishChannel(_, let request, let psm):
+            service.unpublishChannel(psm) { [weak self] wasPublished in
+                guard let self else { return }
+                publishedPSMs.remove(psm)
+                emit { .channelUnpublished(session: $0, request: request, wasPublished: wasPublished) }
+            }
         default:
-            break
+            if channels.handle(message) { return }
+            _ = handlePairing(message, emit: { [weak self] make in
+                guard let self, sink != nil else { return false }
+                emit(make)
+                return true
+            }, install: { service.pairingAgent = $0 })
         }
     }
 
@@ -282,6 +321,13 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, @unchecked 
         emit { .state(session: $0, state: ManagerState.poweredOn, reason: nil) }
     }
 
-    /// Channels cross the daemon in a later version of the protocol (docs/daemon.md).
-    func peripheral(_ service: any PeripheralRole, central: Int, didOpen channel: RoleChannel) { channel.close() }
+    /// A central opened a channel to one of the session's PSMs: the client hears of it (a kept
+    /// session has nobody to take it: it closes).
+    func peripheral(_ service: any PeripheralRole, central: Int, didOpen channel: RoleChannel) {
+        guard sink != nil else { return channel.close() }
+        channels.add(channel) { id in
+            emit { .channelIncoming(session: $0, channel: id, central: UInt32(truncatingIfNeeded: central), peer: channel.peer,
+                                    psm: channel.psm) }
+        }
+    }
 }

@@ -29,6 +29,8 @@ public final class DaemonSessionHost: @unchecked Sendable {
     /// Counts connections, so that a stale one's events are ignored.
     private var connection = 0
     private var welcomed = false
+    /// On the loop: the protocol version the daemon agreed to (0 before its `welcome`).
+    public private(set) var version: UInt16 = 0
     private var retry: TimerHandle?
     private var backoff = DaemonSessionHost.firstBackoff
 
@@ -118,9 +120,10 @@ public final class DaemonSessionHost: @unchecked Sendable {
 
     private func dispatch(_ message: DaemonMessage) {
         switch message {
-        case .welcome:
+        case .welcome(let agreed, _):
             guard !welcomed else { return }
             welcomed = true
+            version = agreed
             backoff = Self.firstBackoff
             guard awayReason != nil else { return }
             // A daemon that came back: the sessions open again there.
@@ -183,7 +186,10 @@ extension DaemonMessage {
         case .published(let session, _, _), .unpublished(let session, _, _), .advertisingStarted(let session, _, _),
              .advertisingStopped(let session), .centralConnected(let session, _, _, _), .centralMTU(let session, _, _),
              .centralDisconnected(let session, _, _), .readRequest(let session, _, _, _, _), .writeRequest(let session, _, _),
-             .subscribed(let session, _, _), .unsubscribed(let session, _, _), .updatesHandedOver(let session, _):
+             .subscribed(let session, _, _), .unsubscribed(let session, _, _), .updatesHandedOver(let session, _),
+             .channelOpened(let session, _, _), .channelPublished(let session, _, _), .channelUnpublished(let session, _, _),
+             .channelIncoming(let session, _, _, _, _), .channelData(let session, _, _), .channelSent(let session, _, _),
+             .channelClosed(let session, _, _), .pairingPrompt(let session, _, _, _):
             session
         default:
             nil

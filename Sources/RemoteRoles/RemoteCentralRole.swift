@@ -6,7 +6,9 @@ import GATT
 import HCI
 import HCIDriver
 import HostDevice
+import L2CAP
 import RoleServices
+import SMP
 
 /// The central role of a manager whose device is `corebluetoothd`'s: each call a message, each
 /// message of its session an event, as ``CentralService`` gives them in the process.
@@ -24,8 +26,23 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
     private var connectionEventFilter: (services: [BluetoothUUID]?, peripherals: [LEAddress]?)?
     /// Hears each connection event: the peer, and whether it connected. Set before ``open``.
     public var onConnectionEvent: ((LEAddress, Bool) -> Void)?
+    /// Channels being opened: the peer, the PSM and who waits, by request.
+    private var channelRequests: [UInt32: (peer: LEAddress, psm: UInt16, completion: (Result<RoleChannel, ChannelOpenError>) -> Void)] = [:]
+    private var channels: RemoteChannels!
+    private let pairing: RemotePairing
 
-    public init(host: DaemonSessionHost) { self.host = host }
+    public init(host: DaemonSessionHost) {
+        self.host = host
+        pairing = RemotePairing(loop: host.loop) { [host] in host.version }
+        channels = RemoteChannels { [weak self] make in self?.send(make) }
+        pairing.sendMessage = { [weak self] make in self?.send(make) }
+    }
+
+    /// Any thread: the daemon asks it the pairing prompts of this session's links.
+    public var pairingAgent: (any PairingAgent)? {
+        get { pairing.agent }
+        set { pairing.agent = newValue }
+    }
 
     /// Whether the daemon's device is on for this session.
     public var isOn: Bool { session != nil && state == 5 }
@@ -52,17 +69,21 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
             let waiting = rssiRequests
             rssiRequests = [:]
             for completion in waiting.values { completion(.failure(.notSupported("corebluetoothd went"))) }
+            failChannelRequests()
+            channels.closeAll()
             onState(newState, "corebluetoothd at \(host.path): \(reason)")
         }, reopen: { [weak self] in
             // A daemon that came back: the session opens again there (its state follows).
             guard let self, let session else { return }
             host.send(.openCentral(session: session, restoreIdentifier: restoreIdentifier))
+            pairing.sessionOpened()
             if let filter = connectionEventFilter {
                 host.send(.registerConnectionEvents(session: session, services: filter.services, peripherals: filter.peripherals))
             }
         })
         session = id
         host.send(.openCentral(session: id, restoreIdentifier: restoreIdentifier))
+        pairing.sessionOpened()
     }
 
     /// The manager went: the daemon ends the session (its scan and connections with it).
@@ -124,9 +145,21 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
     }
 
     public func openChannel(to peer: LEAddress, psm: UInt16, completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void) {
-        // Channels cross the daemon in a later version of the protocol (docs/daemon.md). Not
-        // `.disconnected`: the API side would wait for the link's end to answer the call.
-        completion(.failure(.notSupported("L2CAP channels do not go through corebluetoothd yet.")))
+        guard let session, links[peer] != nil else { return completion(.failure(.disconnected)) }
+        // Not `.disconnected`: the API side would wait for the link's end to answer the call.
+        guard host.version >= 2 else {
+            return completion(.failure(.notSupported("corebluetoothd speaks protocol version \(host.version), without L2CAP channels.")))
+        }
+        let id = request()
+        channelRequests[id] = (peer, psm, completion)
+        host.send(.openChannel(session: session, peer: peer, request: id, psm: psm))
+    }
+
+    /// The daemon went: channels being opened fail as their links do.
+    private func failChannelRequests() {
+        let waiting = channelRequests
+        channelRequests = [:]
+        for request in waiting.values { request.completion(.failure(.disconnected)) }
     }
 
     public func setPHY(of peer: LEAddress, _ phy: LEPHY) {}
@@ -144,6 +177,7 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
             }
             onRestore(peers, scan)
         case .state(_, let newState, let reason):
+            pairing.stateArrived()
             let wasOn = isOn
             state = newState
             if wasOn && !isOn { closeAllLinks(cause: .link(HCIStatus(0x08)), notify: false) }
@@ -190,8 +224,19 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
             completion(error.map { .failure(.notSupported($0)) } ?? .success(rssi))
         case .services, .includedServices, .characteristics, .descriptors, .value, .done:
             for link in links.values where link.answer(message) { return }
+        case .channelOpened(_, let id, let result):
+            guard let request = channelRequests.removeValue(forKey: id) else {
+                // Nobody waits for it (the daemon came back meanwhile): it closes.
+                if case .success(let channel) = result { send { .channelClose(session: $0, channel: channel) } }
+                return
+            }
+            switch result {
+            case .success(let channel): request.completion(.success(channels.channel(channel, psm: request.psm, peer: request.peer)))
+            case .failure(let error): request.completion(.failure(ChannelOpenError(error)))
+            }
         default:
-            break
+            if channels.handle(message) { return }
+            _ = pairing.handle(message)
         }
     }
 

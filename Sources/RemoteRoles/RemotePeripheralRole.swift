@@ -7,6 +7,7 @@ import HCI
 import HCIDriver
 import HostDevice
 import RoleServices
+import SMP
 import Scheduling
 
 /// The peripheral role of a manager whose device is `corebluetoothd`'s: each call a message,
@@ -24,8 +25,24 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
     private var state: UInt8 = 0
     private let inbox = Locked(UpdateInbox())
     private var drained: [PeripheralUpdate] = []
+    private var nextRequest: UInt32 = 1
+    private var publishRequests: [UInt32: (Result<UInt16, ChannelPublishError>) -> Void] = [:]
+    private var unpublishRequests: [UInt32: (Bool) -> Void] = [:]
+    private var channels: RemoteChannels!
+    private let pairing: RemotePairing
 
-    public init(host: DaemonSessionHost) { self.host = host }
+    public init(host: DaemonSessionHost) {
+        self.host = host
+        pairing = RemotePairing(loop: host.loop) { [host] in host.version }
+        channels = RemoteChannels { [weak self] make in self?.send(make) }
+        pairing.sendMessage = { [weak self] make in self?.send(make) }
+    }
+
+    /// Any thread: the daemon asks it the pairing prompts of this session's links.
+    public var pairingAgent: (any PairingAgent)? {
+        get { pairing.agent }
+        set { pairing.agent = newValue }
+    }
 
     /// Whether the daemon's device is on for this session.
     public var isOn: Bool { session != nil && state == 5 }
@@ -52,14 +69,23 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
             let newState: UInt8 = permanent ? 2 : 1
             state = newState
             inbox.withLock { $0.reset() }
+            // Its PSMs and channels went with it.
+            let publishing = publishRequests, unpublishing = unpublishRequests
+            publishRequests = [:]
+            unpublishRequests = [:]
+            for completion in publishing.values { completion(.failure(.noFreePSM)) }
+            for completion in unpublishing.values { completion(false) }
+            channels.closeAll()
             onState(newState, "corebluetoothd at \(host.path): \(reason)")
         }, reopen: { [weak self] in
             // A daemon that came back: the session opens again there (its state follows).
             guard let self, let session else { return }
             host.send(.openPeripheral(session: session, restoreIdentifier: restoreIdentifier))
+            pairing.sessionOpened()
         })
         session = id
         host.send(.openPeripheral(session: id, restoreIdentifier: restoreIdentifier))
+        pairing.sessionOpened()
     }
 
     /// The manager went: the daemon ends the session (its services leave the database, its
@@ -133,13 +159,27 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
         drained.removeAll(keepingCapacity: true)
     }
 
-    /// Channels cross the daemon in a later version of the protocol (docs/daemon.md).
+    /// The PSM is this process's: the daemon unpublishes it when the process goes.
     public func publishChannel(psm: UInt16?, requiresEncryption: Bool,
                                completion: @escaping (Result<UInt16, ChannelPublishError>) -> Void) {
-        completion(.failure(.noFreePSM))
+        // A daemon of protocol version 1 has no channels.
+        guard let session, host.version >= 2 else { return completion(.failure(.noFreePSM)) }
+        let id = request()
+        publishRequests[id] = completion
+        host.send(.publishChannel(session: session, request: id, psm: psm, requiresEncryption: requiresEncryption))
     }
 
-    public func unpublishChannel(_ psm: UInt16, completion: @escaping (Bool) -> Void) { completion(false) }
+    public func unpublishChannel(_ psm: UInt16, completion: @escaping (Bool) -> Void) {
+        guard let session, host.version >= 2 else { return completion(false) }
+        let id = request()
+        unpublishRequests[id] = completion
+        host.send(.unpublishChannel(session: session, request: id, psm: psm))
+    }
+
+    private func request() -> UInt32 {
+        defer { nextRequest &+= 1 }
+        return nextRequest
+    }
 
     // MARK: - Messages
 
@@ -148,6 +188,7 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
         case .restorePeripheralState(_, let services, let advertisement, let centrals):
             onRestore((services, advertisement, centrals))
         case .state(_, let newState, let reason):
+            pairing.stateArrived()
             state = newState
             if !isOn { inbox.withLock { $0.reset() } }
             onState(newState, reason)
@@ -197,8 +238,17 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
             events?.peripheral(self, central: Int(central), unsubscribedFrom: handle)
         case .updatesHandedOver(_, let count):
             if inbox.withLock({ $0.release(Int(count)) }) { events?.peripheralReadyToUpdateSubscribers(self) }
+        case .channelPublished(_, let id, let result):
+            publishRequests.removeValue(forKey: id)?(result.mapError(ChannelPublishError.init))
+        case .channelUnpublished(_, let id, let wasPublished):
+            unpublishRequests.removeValue(forKey: id)?(wasPublished)
+        case .channelIncoming(_, let id, let central, let peer, let psm):
+            let channel = channels.channel(id, psm: psm, peer: peer)
+            guard let events else { return channel.close() }
+            events.peripheral(self, central: Int(central), didOpen: channel)
         default:
-            break
+            if channels.handle(message) { return }
+            _ = pairing.handle(message)
         }
     }
 }

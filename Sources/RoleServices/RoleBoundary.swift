@@ -4,6 +4,7 @@ import GATT
 import HCI
 import HCIDriver
 import HostDevice
+import SMP
 
 // The role-service boundary: what the API side (CoreBluetooth's managers and peripherals) asks
 // of a role and hears from it, in values only (addresses, UUIDs, handles, bytes, errors). The
@@ -15,6 +16,9 @@ import HostDevice
 public protocol CentralRole: AnyObject, Sendable {
     /// Who hears the role's events (held weakly).
     var events: CentralServiceEvents? { get set }
+    /// Answers pairing prompts on the role's links (any thread); nil leaves them to the
+    /// device's agent.
+    var pairingAgent: (any PairingAgent)? { get set }
     /// Whether the role's device is on.
     var isOn: Bool { get }
 
@@ -77,6 +81,9 @@ public protocol CentralRoleLink: AnyObject, Sendable {
 public protocol PeripheralRole: AnyObject, Sendable {
     /// Who hears the role's events (held weakly).
     var events: PeripheralServiceEvents? { get set }
+    /// Answers pairing prompts on the role's links (any thread); nil leaves them to the
+    /// device's agent.
+    var pairingAgent: (any PairingAgent)? { get set }
     /// Whether the role's device is on.
     var isOn: Bool { get }
 

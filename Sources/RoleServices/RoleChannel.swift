@@ -15,6 +15,23 @@ public protocol RoleChannelEvents: AnyObject {
     func channel(_ channel: RoleChannel, closed reason: L2CAPChannelCloseReason)
 }
 
+/// What carries a ``RoleChannel``'s SDUs: an L2CAP credit-based channel in the process, or a
+/// daemon's channel relayed over its socket (RemoteRoles). Loop-confined, like the channel.
+public protocol RoleChannelTransport: AnyObject {
+    /// The largest SDU the peer takes.
+    var remoteMTU: Int { get }
+    /// Withholds the peer's credits (true) or gives them back.
+    var isReceivePaused: Bool { get set }
+    /// Queues one SDU; false when the queue is full (`onCanSendMore` follows when it has room).
+    func send(_ sdu: [UInt8]) -> Bool
+    func close()
+    var onReceive: (([UInt8]) -> Void)? { get set }
+    var onCanSendMore: (() -> Void)? { get set }
+    var onClose: ((L2CAPChannelCloseReason) -> Void)? { get set }
+}
+
+extension L2CAPCreditChannel: RoleChannelTransport {}
+
 /// One credit-based channel of a role service, as a byte stream both ways: what the API side
 /// writes is cut into SDUs of at most the peer's MTU and handed to L2CAP as its queue takes
 /// them; what the peer sends goes up SDU by SDU. The boundary a daemon will carry: values only.
@@ -29,7 +46,7 @@ public final class RoleChannel: @unchecked Sendable {
     @exclusivity(unchecked) public var events: RoleChannelEvents? {
         didSet { flushEarlyEvents() }
     }
-    private let channel: L2CAPCreditChannel
+    private let channel: any RoleChannelTransport
     /// Bytes the API side wrote that L2CAP has not taken yet.
     @exclusivity(unchecked) private var outbound: [UInt8] = []
     @exclusivity(unchecked) private var outboundStart = 0
@@ -42,9 +59,14 @@ public final class RoleChannel: @unchecked Sendable {
         case closed(L2CAPChannelCloseReason)
     }
 
-    public init(channel: L2CAPCreditChannel, peer: LEAddress) {
+    public convenience init(channel: L2CAPCreditChannel, peer: LEAddress) {
+        self.init(transport: channel, psm: channel.psm, peer: peer)
+    }
+
+    /// A channel over `transport` (a daemon's, relayed).
+    public init(transport channel: any RoleChannelTransport, psm: UInt16, peer: LEAddress) {
         self.channel = channel
-        psm = channel.psm
+        self.psm = psm
         self.peer = peer
         // The channel holds this object until it closes (then the handlers go): L2CAP's
         // events must reach the API side as long as the channel is open.

@@ -425,7 +425,7 @@ struct DaemonKillProcessTests {
                 lines.contains("pairing") && peripheral.agent.count == 1 && status["links"] == links
             }
         }
-        // Channel open: refused by the client's side (channels do not cross the daemon yet).
+        // Channel open: through the daemon, refused by the peripheral (it publishes no PSM 0x0080).
         try await killInTheMiddle(of: "channel", on: "FEED") { lines, _ in lines.contains { $0.hasPrefix("channel ") } }
         // Nothing under way: connected and subscribed.
         try await killInTheMiddle(of: "idle", on: "FEED") { lines, _ in lines.contains("idle") }

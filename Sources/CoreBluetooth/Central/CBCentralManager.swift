@@ -199,7 +199,10 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     override var deviceClient: (any HostDeviceClient)? { service }
 
-    override func installPairingAgent(_ agent: (any PairingAgent)?) { service.pairingAgent = agent }
+    override func installPairingAgent(_ agent: (any PairingAgent)?) {
+        service.pairingAgent = agent
+        remoteRole?.pairingAgent = agent
+    }
 
     override func deviceDidStart(_ hostDevice: HostDevice) {
         service.deviceDidStart(hostDevice)

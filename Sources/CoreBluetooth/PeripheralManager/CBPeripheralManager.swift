@@ -105,7 +105,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
 
     override var deviceClient: (any HostDeviceClient)? { service }
 
-    override func installPairingAgent(_ agent: (any PairingAgent)?) { service.pairingAgent = agent }
+    override func installPairingAgent(_ agent: (any PairingAgent)?) { role.pairingAgent = agent }
 
     override func deviceDidStart(_ hostDevice: HostDevice) {
         service.deviceDidStart(hostDevice)
@@ -315,12 +315,6 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     }
 
     private func publishChannel(psm: CBL2CAPPSM?, encryptionRequired: Bool) {
-        if remoteRole != nil {
-            // Channels cross corebluetoothd in a later version of its protocol (docs/daemon.md).
-            let error = CBError(.operationNotSupported, description: "L2CAP channels do not go through corebluetoothd yet.")
-            deliver { manager, delegate in delegate.peripheralManager(manager, didPublishL2CAPChannel: psm ?? 0, error: error) }
-            return
-        }
         onService { [weak self] service, _ in
             service.publishChannel(psm: psm, requiresEncryption: encryptionRequired) { result in
                 self?.deliver { manager, delegate in

@@ -286,7 +286,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     // MARK: - Channels
 
     func peripheral(_ roleService: any PeripheralRole, central: Int, didOpen channel: RoleChannel) {
-        guard let central = centrals[central], roleService.isOn, let loop = manager?.device?.loop else { return channel.close() }
+        guard let central = centrals[central], roleService.isOn, let loop = manager?.roleLoop else { return channel.close() }
         let opened = ChannelBridge.makeChannel(channel, peer: central, loop: loop)
         deliver { manager, delegate in delegate.peripheralManager(manager, didOpen: opened, error: nil) }
     }
