@@ -105,7 +105,7 @@ struct DaemonBench {
         let client = DaemonClient(device: daemonDevice, name: name, subscriptions: subscriptions) { inbox.take($0) }
         try client.receive(.hello(version: 3, minimumVersion: 1, name: name))
         try client.receive(.openCentral(session: 1, restoreIdentifier: nil))
-        #expect(inbox.messages == [.welcome(version: 1, deviceAddress: daemonDevice.address),
+        #expect(inbox.messages == [.welcome(version: DaemonFrame.version, deviceAddress: daemonDevice.address),
                                    .state(session: 1, state: 5, reason: nil)])
         return (client, inbox)
     }
@@ -278,5 +278,39 @@ struct DaemonClientTests {
         #expect(throws: DaemonClientViolation.self) { try other.receive(.stopScan(session: 2)) }
         #expect(other.isClosed)
         #expect(clientInbox.messages.count == 2)
+    }
+
+    /// Version 2's messages (channels, pairing) are for clients that agreed to version 2: a
+    /// version-1 client sending one breaks the protocol; a version-2 client is answered.
+    @Test func channelAndPairingMessagesNeedVersion2() throws {
+        let bench = try DaemonBench()
+        let inbox = Inbox()
+        let old = DaemonClient(device: bench.daemonDevice, name: "v1") { inbox.take($0) }
+        try old.receive(.hello(version: 1, minimumVersion: 1, name: "v1"))
+        #expect(inbox.messages == [.welcome(version: 1, deviceAddress: bench.daemonDevice.address)])
+        try old.receive(.openCentral(session: 1, restoreIdentifier: nil))
+        #expect(throws: DaemonClientViolation.self) { try old.receive(.setPairingAgent(session: 1, ioCapability: 1)) }
+        #expect(old.isClosed)
+
+        let (client, clientInbox) = try bench.client("v2")
+        try client.receive(.setPairingAgent(session: 1, ioCapability: 1))
+        try client.receive(.channelClose(session: 1, channel: 99))
+        // Not connected: the open fails as disconnected.
+        try client.receive(.openChannel(session: 1, peer: bench.peer, request: 4, psm: 0x0080))
+        #expect(clientInbox.messages.last == .channelOpened(session: 1, request: 4, result: .failure(.disconnected)))
+        try client.receive(.openPeripheral(session: 2, restoreIdentifier: nil))
+        try client.receive(.publishChannel(session: 2, request: 5, psm: 0x0025, requiresEncryption: false))
+        #expect(clientInbox.messages.last == .channelPublished(session: 2, request: 5, result: .success(0x0025)))
+        // Another client cannot take the PSM, nor unpublish it.
+        let (other, otherInbox) = try bench.client("other")
+        try other.receive(.openPeripheral(session: 2, restoreIdentifier: nil))
+        try other.receive(.publishChannel(session: 2, request: 1, psm: 0x0025, requiresEncryption: false))
+        #expect(otherInbox.messages.last == .channelPublished(session: 2, request: 1, result: .failure(.psmInUse(0x0025))))
+        try other.receive(.unpublishChannel(session: 2, request: 2, psm: 0x0025))
+        #expect(otherInbox.messages.last == .channelUnpublished(session: 2, request: 2, wasPublished: false))
+        // The owner goes: its PSM is free.
+        client.close()
+        try other.receive(.publishChannel(session: 2, request: 3, psm: 0x0025, requiresEncryption: false))
+        #expect(otherInbox.messages.last == .channelPublished(session: 2, request: 3, result: .success(0x0025)))
     }
 }
