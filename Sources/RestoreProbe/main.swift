@@ -21,7 +21,7 @@
 //         long-read  reads FEE2's 200 bytes ("reading")
 //         subscribe  reads FEE6, then subscribes to FEE1 ("subscribing")
 //         pair       reads FEE4, which needs encryption ("pairing")
-//         channel    opens an L2CAP channel ("channel " and the error)
+//         channel    opens an L2CAP channel to PSM 0x0080 ("channel open", or "channel " and the error)
 //         idle       nothing ("idle")
 //
 // Its managers are on the daemon at SOCKET with the restore identifier IDENTIFIER (none in
@@ -163,6 +163,8 @@ final class KillProbe: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate,
     var peripheral: CBPeripheral?
     var manager: CBCentralManager!
     var characteristics: [CBUUID: CBCharacteristic] = [:]
+    /// The channel opened (on the delegate queue only).
+    var channels: [CBL2CAPChannel] = []
 
     init(procedure: String, advertised: CBUUID) {
         self.procedure = procedure
@@ -242,6 +244,8 @@ final class KillProbe: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate,
     }
 
     func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        // Kept, as an app keeps it (a channel let go of closes), until the process is killed.
+        if let channel { channels.append(channel) }
         say("channel \(error.map { "\($0)" } ?? "open")")
     }
 

@@ -1,6 +1,7 @@
 @testable import CoreBluetooth
 import Foundation
 import Scheduling
+import TestSupport
 import TestTools
 import Testing
 import VirtualController
@@ -74,6 +75,9 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
     let notifying = CBMutableCharacteristic(type: uuid("FEE1"), properties: [.notify], value: nil, permissions: [.readable])
     let feedback = CBMutableCharacteristic(type: uuid("FEE3"), properties: [.notify], value: nil, permissions: [.readable])
     let agent = HoldingAgent()
+    /// The channels centrals opened to PSM 0x0080, echoed (their end is seen).
+    private var echoes: [ChannelEcho] = []
+    let streams = StreamRunLoopThread(name: "holding peripheral streams")
     var manager: CBPeripheralManager!
 
     init(advertised: String, radioPath: String) {
@@ -89,6 +93,9 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
     var heldWriteLengths: [Int] { lock.withLock { heldWrites.map { $0.reduce(0) { $0 + ($1.value?.count ?? 0) } } } }
     /// The centrals subscribed to `characteristic` now.
     func subscriberCount(_ characteristic: String) -> Int { lock.withLock { subscribers[uuid(characteristic)]?.count ?? 0 } }
+
+    /// The channels centrals opened that have not ended.
+    var openChannels: Int { lock.withLock { echoes.count { !$0.ended } } }
 
     /// Holds the requests of the next procedure.
     func hold() { lock.withLock { holdingStorage = true } }
@@ -136,6 +143,13 @@ private final class HoldingPeripheral: NSObject, CBPeripheralManagerDelegate, @u
             CBMutableCharacteristic(type: uuid("FEE6"), properties: [.read], value: nil, permissions: [.readable]),
         ]
         peripheral.add(service)
+        peripheral.linuxPublishL2CAPChannel(0x0080, withEncryption: false)
+    }
+
+    func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        guard let channel else { return }
+        let echo = ChannelEcho(channel, on: streams.runLoop)
+        lock.withLock { echoes.append(echo) }
     }
 
     func peripheralManager(_ peripheral: CBPeripheralManager, didAdd service: CBService, error: Error?) {
@@ -292,7 +306,7 @@ struct DaemonKillProcessTests {
     /// under way (the peripheral holds the procedure's request, or its pairing prompt). After
     /// each kill: the daemon serves the survivor (a notification, a read, a write, a read),
     /// holds one link (P's) owned by one session with no GATT procedure left on it, and no
-    /// subscription of the killed client is left at the peripheral.
+    /// subscription or L2CAP channel of the killed client is left at the peripheral.
     @Test func aClientKilledInTheMiddleOfEachProcedureLeavesTheDaemonServingTheOthersWithNothingLeaked() async throws {
         for binary in [Self.daemonBinary, Self.probeBinary] {
             try #require(FileManager.default.isExecutableFile(atPath: binary), "run `swift build` first: \(binary)")
@@ -370,12 +384,13 @@ struct DaemonKillProcessTests {
             // victim's is gone at the peripheral too, the survivor's is not.
             let (clean, last) = await statusWhen {
                 $0["clients"] == "1" && $0["links"] == "1" && $0["owners"] == "1" && $0["procedures"] == "0" && $0["pending"] == "0"
-                    && $0["subscriptions"] == "1"
+                    && $0["subscriptions"] == "1" && $0["channels"] == "0"
             }
             #expect(clean, "\(procedure) on \(service): after the kill \(last.map { "\($0)" } ?? "no status")")
             #expect(await eventually { peripheral.subscriberCount("FEE3") == 0 }, "\(procedure): the victim's FEE3 subscription is left")
             #expect(p.subscriberCount("FEE1") == 1, "\(procedure): the survivor's FEE1 subscription")
             #expect(await eventually { q.subscriberCount("FEE1") == 0 }, "\(procedure): the victim's FEE1 subscription is left on Q")
+            #expect(await eventually { peripheral.openChannels == 0 }, "\(procedure): the victim's channel is still open at the peripheral")
 
             // The daemon serves the survivor: a scan, a notification, a read, a write and a read.
             let discoveries = survivor.log.count { $0 == "discovered" }
@@ -425,11 +440,16 @@ struct DaemonKillProcessTests {
                 lines.contains("pairing") && peripheral.agent.count == 1 && status["links"] == links
             }
         }
-        // Channel open: through the daemon, refused by the peripheral (it publishes no PSM 0x0080).
-        try await killInTheMiddle(of: "channel", on: "FEED") { lines, _ in lines.contains { $0.hasPrefix("channel ") } }
+        // Channel open: through the daemon to the peripheral's PSM 0x0080, killed with the
+        // channel open (on a link the survivor shares): the channel closes at the peripheral.
+        try await killInTheMiddle(of: "channel", on: "FEED") { lines, status in
+            lines.contains("channel open") && p.openChannels == 1 && status["channels"] == "1"
+        }
         // Nothing under way: connected and subscribed.
         try await killInTheMiddle(of: "idle", on: "FEED") { lines, _ in lines.contains("idle") }
 
+        p.streams.stop()
+        q.streams.stop()
         daemon.terminate()
         #expect(await eventually { !daemon.isRunning })
     }
