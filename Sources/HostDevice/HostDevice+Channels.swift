@@ -30,8 +30,8 @@ public enum ChannelOpenError: Error, Sendable, Equatable, CustomStringConvertibl
     case security(LinkSecurityError)
     /// The link went down first.
     case disconnected
-    /// Channels cannot be opened this way (why): a client of `corebluetoothd`, whose channels
-    /// do not cross the daemon yet.
+    /// Channels cannot be opened this way (why): a client of a `corebluetoothd` that speaks
+    /// protocol version 1, which has no channels.
     case notSupported(String)
 
     public var description: String {
