@@ -77,6 +77,13 @@ extension CentralServiceEvents {
 ///
 /// Loop-confined, once the device started.
 public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        device?.loop.assertConfined("CentralService", file: file, line: line)
+    }
+
     public weak var events: CentralServiceEvents?
     /// `corebluetooth.api`: what the service drops or refuses.
     public var logger = StackLogging.standard.logger(.api)
@@ -121,6 +128,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     /// The device is on: join it as a central.
     public func deviceDidStart(_ device: HostDevice) {
+        assertOnLoop()
         self.device = device
         device.addClient(self, roles: .central)
     }
@@ -128,6 +136,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// The controller went away or was powered off: scans and connections are gone (the API
     /// side reports the state change, not each disconnection, as iOS does).
     public func deviceDidStop() {
+        assertOnLoop()
         scan = nil
         advertisers = [:]
         let all = links.values
@@ -140,6 +149,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     // MARK: - Scanning
 
     public func startScan(_ request: ScanRequest) {
+        assertOnLoop()
         scan = request
         // A new scan reports every device again.
         advertisers = [:]
@@ -149,17 +159,20 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func stopScan() {
+        assertOnLoop()
         scan = nil
         advertisers = [:]
         device?.stopScanning(for: self)
     }
 
     public func device(_ device: HostDevice, scanFailed error: HCIError) {
+        assertOnLoop()
         scan = nil
         events?.centralScanFailed(self)
     }
 
     public func device(_ device: HostDevice, didDiscover report: AdvertisingReport) {
+        assertOnLoop()
         guard let scan else { return }
         var entry = advertisers[report.address] ?? Advertiser()
         if report.isScanResponse {
@@ -195,6 +208,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// Connects to `peer` (never timing out). With `autoReconnect`, a link that drops for any
     /// reason but `cancel` is reported with `isReconnecting` and made again.
     public func connect(_ peer: LEAddress, autoReconnect: Bool = false) {
+        assertOnLoop()
         if autoReconnect { autoReconnecting.insert(peer) } else { autoReconnecting.remove(peer) }
         if let link = links[peer] {
             // Already connected: the API side hears it again (as on iOS).
@@ -208,6 +222,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// another client of the device shares it, stops being this one's), a pending one stops
     /// being attempted. `notify`: whether the API side wants `didDisconnect` for it.
     public func cancel(_ peer: LEAddress, notify: Bool) {
+        assertOnLoop()
         guard let device else { return }
         autoReconnecting.remove(peer)
         if let link = links[peer] {
@@ -220,11 +235,13 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func device(_ device: HostDevice, didFailToConnectTo peer: LEAddress, error: DeviceConnectError) {
+        assertOnLoop()
         events?.central(self, didFailToConnect: peer, error: error)
     }
 
     /// A connection this client asked for is ready (its ATT MTU exchanged).
     public func device(_ device: HostDevice, didConnect connection: DeviceConnection) {
+        assertOnLoop()
         if let link = links[connection.peer], link.connection === connection {
             events?.central(self, didConnect: link)
             return
@@ -242,6 +259,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
+        assertOnLoop()
         guard let link = links[connection.peer], link.connection === connection else { return }
         links[connection.peer] = nil
         link.close()
@@ -258,16 +276,19 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {
+        assertOnLoop()
         events?.central(self, deviceDidClose: error)
     }
 
     /// The controller reset itself (the links were reported gone): off until it is back.
     public func deviceWillReset(_ device: HostDevice) {
+        assertOnLoop()
         deviceDidStop()
         events?.centralDeviceWillReset(self)
     }
 
     public func deviceDidReset(_ device: HostDevice) {
+        assertOnLoop()
         deviceDidStart(device)
         events?.centralDeviceDidReset(self)
     }
@@ -279,6 +300,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     /// Reads the RSSI of a link (dBm).
     public func readRSSI(of peer: LEAddress, completion: @escaping (Result<Int8, HCIError>) -> Void) {
+        assertOnLoop()
         guard let device else { return completion(.failure(.notSupported("the device is off"))) }
         guard let link = links[peer] else { return completion(.failure(.notSupported("the peer is not connected"))) }
         device.readRSSI(link.connection, completion: completion)
@@ -288,6 +310,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// asks for security, as iOS does).
     public func openChannel(to peer: LEAddress, psm: UInt16,
                             completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void) {
+        assertOnLoop()
         guard let device, let link = links[peer] else { return completion(.failure(.disconnected)) }
         device.openChannel(on: link.connection, psm: psm) { result in
             completion(result.map { RoleChannel(channel: $0, peer: link.peer) })
@@ -296,6 +319,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     /// Asks for a PHY both ways on a link (fire and forget: the peer may refuse).
     public func setPHY(of peer: LEAddress, _ phy: LEPHY) {
+        assertOnLoop()
         guard let link = links[peer] else { return }
         device?.setPHY(link.connection, tx: [phy], rx: [phy]) { [logger] result in
             if case .failure(let error) = result { logger.warning("LE Set PHY failed: \(error)") }
