@@ -39,6 +39,8 @@ public final class FramedSocket: @unchecked Sendable {
     private let onMessage: @Sendable (DaemonMessage) -> Void
     private let onClose: @Sendable (String) -> Void
     private let outboxLimit: Int?
+    /// The virtual clock frames hold while they travel (tests only: ``DaemonWireClock``).
+    private let wireClock: DaemonWireClock?
     private let outbox = Locked(Outbox())
     private let ready = DispatchSemaphore(value: 0)
 
@@ -79,8 +81,15 @@ public final class FramedSocket: @unchecked Sendable {
     /// Takes `fd`; ``start()`` starts its threads. `onMessage` and `onClose` run on the reader
     /// thread; `onClose` once, with why. `outboxLimit`: bytes the other end may leave unread before the
     /// connection is closed (a daemon does not hold without bound what a client never reads).
-    public init(fd: Int32, name: String, outboxLimit: Int? = nil, onMessage: @escaping @Sendable (DaemonMessage) -> Void,
+    public convenience init(fd: Int32, name: String, outboxLimit: Int? = nil, onMessage: @escaping @Sendable (DaemonMessage) -> Void,
                 onClose: @escaping @Sendable (String) -> Void) {
+        self.init(fd: fd, name: name, outboxLimit: outboxLimit, wireClock: nil, onMessage: onMessage, onClose: onClose)
+    }
+
+    /// The same, with frames holding `wireClock` while they travel (the suites' daemon mode).
+    package init(fd: Int32, name: String, outboxLimit: Int? = nil, wireClock: DaemonWireClock?,
+                 onMessage: @escaping @Sendable (DaemonMessage) -> Void, onClose: @escaping @Sendable (String) -> Void) {
+        self.wireClock = wireClock
         self.fd = fd
         self.name = name
         self.outboxLimit = outboxLimit
@@ -103,6 +112,8 @@ public final class FramedSocket: @unchecked Sendable {
         let frame = DaemonFrame.encode(message)
         let queued = outbox.withLock { outbox -> Bool? in
             guard !outbox.closed else { return nil }
+            // Held before the frame can reach the other end, whose run of it lets go.
+            wireClock?.sent()
             outbox.frames.append(frame)
             outbox.bytes += frame.count
             return outboxLimit.map { outbox.bytes <= $0 } ?? true

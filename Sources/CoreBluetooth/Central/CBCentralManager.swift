@@ -288,7 +288,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         synchronized { peripheralObjects.values.compactMap(\.object) }
     }
 
-    private var identifiers: IdentifierStore { device?.identifiers ?? .persistent }
+    private var identifiers: IdentifierStore { identifierStore }
 
     /// A peripheral object went away: its connection, or pending connection, is cancelled.
     func peripheralReleased(address: LEAddress) {
