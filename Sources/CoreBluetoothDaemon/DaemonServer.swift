@@ -248,9 +248,10 @@ final class DaemonConnection: @unchecked Sendable {
     func start() {
         let loop = device.loop
         let socket = FramedSocket(fd: fd, name: "corebluetoothd client \(credentials.pid)", outboxLimit: DaemonServer.outboxLimit,
-                              onMessage: { [weak self] message in
+                              onMessages: { [weak self] messages in
                                   guard let self else { return }
-                                  loop.execute { self.receive(message) }
+                                  // The messages of one read in one loop job.
+                                  loop.execute { for message in messages { self.receive(message) } }
                               },
                               onClose: { [weak self] reason in
                                   guard let self else { return }

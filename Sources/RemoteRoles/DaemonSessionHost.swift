@@ -73,9 +73,13 @@ public final class DaemonSessionHost: @unchecked Sendable {
 
     /// Runs a connection on `fd`: hello, then its messages on the loop.
     private func start(_ fd: Int32, connection number: Int) {
-        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", onMessage: { [weak self] message in
+        // The messages of one read in one loop job: a burst of notifications costs one wake-up.
+        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", onMessages: { [weak self] messages in
             guard let self else { return }
-            loop.execute { if self.connection == number { self.dispatch(message) } }
+            loop.execute {
+                guard self.connection == number else { return }
+                for message in messages where self.connection == number { self.dispatch(message) }
+            }
         }, onClose: { [weak self] reason in
             guard let self else { return }
             loop.execute { if self.connection == number { self.lost(reason) } }
