@@ -178,6 +178,8 @@ let package = Package(
         // Benchmarks (release builds): figures recorded in BENCHMARKS.md.
         .executableTarget(name: "cbbench", dependencies: ["StackLogging",
             "CoreBluetooth", "HCI", "VirtualController",
+            // The corebluetoothd workload hosts the daemon's side in the benchmark's process.
+            "CoreBluetoothDaemon", "HostDevice", "Scheduling",
         ]),
 
         .testTarget(name: "StackLoggingTests", dependencies: ["StackLogging", "LogTesting", .product(name: "Logging", package: "swift-log")]),

@@ -256,14 +256,17 @@ final class DaemonConnection: @unchecked Sendable {
         let wire = wireClock
         let socket = FramedSocket(fd: fd, name: "corebluetoothd client \(credentials.pid)", outboxLimit: DaemonServer.outboxLimit,
                               wireClock: wire,
-                              onMessage: { [weak self] message in
+                              onMessages: { [weak self] messages in
                                   guard let self else {
-                wire?.delivered()
-                return
-            }
+                                      for _ in messages { wire?.delivered() }
+                                      return
+                                  }
+                                  // The messages of one read in one loop job.
                                   loop.execute {
-                                      self.receive(message)
-                                      wire?.delivered()
+                                      for message in messages {
+                                          self.receive(message)
+                                          wire?.delivered()
+                                      }
                                   }
                               },
                               onClose: { [weak self] reason in

@@ -86,14 +86,17 @@ public final class DaemonSessionHost: @unchecked Sendable {
     /// Runs a connection on `fd`: hello, then its messages on the loop.
     private func start(_ fd: Int32, connection number: Int) {
         let wire = wireClock
-        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", wireClock: wire, onMessage: { [weak self] message in
+        // The messages of one read in one loop job: a burst of notifications costs one wake-up.
+        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", wireClock: wire, onMessages: { [weak self] messages in
             guard let self else {
-                wire?.delivered()
+                for _ in messages { wire?.delivered() }
                 return
             }
             loop.execute {
-                if self.connection == number { self.dispatch(message) }
-                wire?.delivered()
+                for message in messages {
+                    if self.connection == number { self.dispatch(message) }
+                    wire?.delivered()
+                }
             }
         }, onClose: { [weak self] reason in
             guard let self else {

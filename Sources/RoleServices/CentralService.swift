@@ -325,4 +325,12 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
             if case .failure(let error) = result { logger.warning("LE Set PHY failed: \(error)") }
         }
     }
+
+    /// Asks for new connection parameters on a link (fire and forget: the peer may refuse).
+    public func updateParameters(of peer: LEAddress, _ parameters: ConnectionParameters) {
+        guard let link = links[peer] else { return }
+        device?.updateParameters(link.connection, parameters) { [logger] result in
+            if case .failure(let error) = result { logger.warning("connection parameter update failed: \(error)") }
+        }
+    }
 }
