@@ -451,23 +451,32 @@ extension VirtualController {
     }
 
     private func advertisingSetEvent(_ handle: UInt8) {
-        guard var set = extended.sets[handle], set.enabled, let own = set.ownAddress else { return }
+        // The set is changed and read where it is in the table: copying it out and back (its
+        // arrays, timers and parameters) cost more than the rest of a legacy event.
+        guard let index = extended.sets.index(forKey: handle), extended.sets.values[index].enabled,
+              let own = extended.sets.values[index].ownAddress else { return }
         // The duration runs from the start of the first advertising event.
-        if set.completedEvents == 0 && set.durationTimer == nil { set.durationTimer = scheduleDuration(handle, set.duration) }
-        set.lastEventAt = loop.now
-        set.completedEvents += 1
-        extended.sets[handle] = set
-        if let type = set.legacyType {
-            radio.transmit(Self.legacyAdvertisingPDU(type, own: own, peer: set.targetAddress ?? set.peer, data: set.data),
-                           from: radioID)
-        } else {
-            transmitChain(extendedAdvertisingEvent(set, own: own))
+        if extended.sets.values[index].completedEvents == 0 && extended.sets.values[index].durationTimer == nil {
+            extended.sets.values[index].durationTimer = scheduleDuration(handle, extended.sets.values[index].duration)
         }
-        if set.maxEvents > 0 && set.completedEvents >= Int(set.maxEvents) {
+        extended.sets.values[index].lastEventAt = loop.now
+        extended.sets.values[index].completedEvents += 1
+        let completed = extended.sets.values[index].completedEvents, maxEvents = extended.sets.values[index].maxEvents
+        let isHighDutyDirected = extended.sets.values[index].isHighDutyDirected
+        let interval = Int64(extended.sets.values[index].parameters.primaryAdvertisingIntervalMin) * 625
+        // What is sent is taken before the radio runs: a receiver's answer may change the table.
+        if let type = extended.sets.values[index].legacyType {
+            let pdu = Self.legacyAdvertisingPDU(type, own: own,
+                                                peer: extended.sets.values[index].targetAddress ?? extended.sets.values[index].peer,
+                                                data: extended.sets.values[index].data)
+            radio.transmit(pdu, from: radioID)
+        } else {
+            transmitChain(extendedAdvertisingEvent(extended.sets.values[index], own: own))
+        }
+        if maxEvents > 0 && completed >= Int(maxEvents) {
             return terminateAdvertisingSet(handle, status: .limitReached)
         }
-        let interval = Int64(set.parameters.primaryAdvertisingIntervalMin) * 625
-        let next: Duration = set.isHighDutyDirected
+        let next: Duration = isHighDutyDirected
             ? .microseconds(3750)
             : .microseconds(interval + Int64(radio.randomInt(in: 0...10_000)))  // advInterval + advDelay
         scheduleSetEvent(handle, after: next)
@@ -575,9 +584,21 @@ extension VirtualController {
 
     /// The enabled set with this address that advertised most recently and takes `request`.
     func advertisingSet(for advA: LEAddress, legacy: Bool, where accepts: (AdvertisingSet) -> Bool) -> AdvertisingSet? {
-        extended.sets.values
-            .filter { $0.enabled && $0.isLegacy == legacy && $0.ownAddress == advA && accepts($0) }
-            .max { ($0.lastEventAt ?? .zero) < ($1.lastEventAt ?? .zero) }
+        // Read in place, the one found copied out: every scan request asks (a filter made an
+        // array of copies of the sets).
+        var best: Dictionary<UInt8, AdvertisingSet>.Index?
+        var bestAt = LoopInstant.zero
+        var index = extended.sets.startIndex
+        while index != extended.sets.endIndex {
+            defer { index = extended.sets.index(after: index) }
+            let at = extended.sets.values[index].lastEventAt ?? .zero
+            // The first of the most recent, as `max` picks.
+            guard best == nil || bestAt < at, extended.sets.values[index].enabled, extended.sets.values[index].isLegacy == legacy,
+                  extended.sets.values[index].ownAddress == advA, accepts(extended.sets.values[index]) else { continue }
+            best = index
+            bestAt = at
+        }
+        return best.map { extended.sets.values[$0] }
     }
 
     func acceptsScanRequest(_ set: AdvertisingSet, from scanner: HeardAddress) -> Bool {
