@@ -451,32 +451,29 @@ extension VirtualController {
     }
 
     private func advertisingSetEvent(_ handle: UInt8) {
-        // The set is changed and read where it is in the table: copying it out and back (its
+        // Read from one copy, changed in place in the table: copying the set back in (its
         // arrays, timers and parameters) cost more than the rest of a legacy event.
-        guard let index = extended.sets.index(forKey: handle), extended.sets.values[index].enabled,
-              let own = extended.sets.values[index].ownAddress else { return }
+        guard let index = extended.sets.index(forKey: handle) else { return }
+        let set = extended.sets.values[index]
+        guard set.enabled, let own = set.ownAddress else { return }
         // The duration runs from the start of the first advertising event.
-        if extended.sets.values[index].completedEvents == 0 && extended.sets.values[index].durationTimer == nil {
-            extended.sets.values[index].durationTimer = scheduleDuration(handle, extended.sets.values[index].duration)
+        if set.completedEvents == 0 && set.durationTimer == nil {
+            extended.sets.values[index].durationTimer = scheduleDuration(handle, set.duration)
         }
         extended.sets.values[index].lastEventAt = loop.now
         extended.sets.values[index].completedEvents += 1
-        let completed = extended.sets.values[index].completedEvents, maxEvents = extended.sets.values[index].maxEvents
-        let isHighDutyDirected = extended.sets.values[index].isHighDutyDirected
-        let interval = Int64(extended.sets.values[index].parameters.primaryAdvertisingIntervalMin) * 625
-        // What is sent is taken before the radio runs: a receiver's answer may change the table.
-        if let type = extended.sets.values[index].legacyType {
-            let pdu = Self.legacyAdvertisingPDU(type, own: own,
-                                                peer: extended.sets.values[index].targetAddress ?? extended.sets.values[index].peer,
-                                                data: extended.sets.values[index].data)
-            radio.transmit(pdu, from: radioID)
+        let completed = set.completedEvents + 1
+        if let type = set.legacyType {
+            radio.transmit(Self.legacyAdvertisingPDU(type, own: own, peer: set.targetAddress ?? set.peer, data: set.data),
+                           from: radioID)
         } else {
-            transmitChain(extendedAdvertisingEvent(extended.sets.values[index], own: own))
+            transmitChain(extendedAdvertisingEvent(set, own: own))
         }
-        if maxEvents > 0 && completed >= Int(maxEvents) {
+        if set.maxEvents > 0 && completed >= Int(set.maxEvents) {
             return terminateAdvertisingSet(handle, status: .limitReached)
         }
-        let next: Duration = isHighDutyDirected
+        let interval = Int64(set.parameters.primaryAdvertisingIntervalMin) * 625
+        let next: Duration = set.isHighDutyDirected
             ? .microseconds(3750)
             : .microseconds(interval + Int64(radio.randomInt(in: 0...10_000)))  // advInterval + advDelay
         scheduleSetEvent(handle, after: next)
@@ -584,21 +581,14 @@ extension VirtualController {
 
     /// The enabled set with this address that advertised most recently and takes `request`.
     func advertisingSet(for advA: LEAddress, legacy: Bool, where accepts: (AdvertisingSet) -> Bool) -> AdvertisingSet? {
-        // Read in place, the one found copied out: every scan request asks (a filter made an
-        // array of copies of the sets).
-        var best: Dictionary<UInt8, AdvertisingSet>.Index?
-        var bestAt = LoopInstant.zero
-        var index = extended.sets.startIndex
-        while index != extended.sets.endIndex {
-            defer { index = extended.sets.index(after: index) }
-            let at = extended.sets.values[index].lastEventAt ?? .zero
+        // No array of copies (a filter made one per scan request): each set is looked at once.
+        var best: AdvertisingSet?
+        for set in extended.sets.values where set.enabled && set.isLegacy == legacy && set.ownAddress == advA && accepts(set) {
             // The first of the most recent, as `max` picks.
-            guard best == nil || bestAt < at, extended.sets.values[index].enabled, extended.sets.values[index].isLegacy == legacy,
-                  extended.sets.values[index].ownAddress == advA, accepts(extended.sets.values[index]) else { continue }
-            best = index
-            bestAt = at
+            if let current = best, (current.lastEventAt ?? .zero) >= (set.lastEventAt ?? .zero) { continue }
+            best = set
         }
-        return best.map { extended.sets.values[$0] }
+        return best
     }
 
     func acceptsScanRequest(_ set: AdvertisingSet, from scanner: HeardAddress) -> Bool {

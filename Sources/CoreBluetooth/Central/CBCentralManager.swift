@@ -45,7 +45,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// the runtime's exclusivity checks.
     @exclusivity(unchecked) private var peripheralObjects = IntegerKeyMap<PeripheralKey, WeakPeripheral>()
     /// Released objects' entries are dropped when the map grows past this (guarded likewise).
-    @exclusivity(unchecked) private var pruneThreshold = 64
+    @exclusivity(unchecked) private var pruneThreshold = CBCentralManager.minimumPruneThreshold
+    /// Entries kept before the first pruning, and at least after each: a few dozen bytes each.
+    private static let minimumPruneThreshold = 1024
     /// The central role on the device's loop (a client of the device while it is on), and
     /// what turns its events (values) into objects and delegate calls.
     private let service = CentralService()
@@ -285,10 +287,11 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
             peripheral.advertisedServiceUUIDs = advertisedServices
             peripheralObjects[key] = WeakPeripheral(object: peripheral)
             if peripheralObjects.count > pruneThreshold {
-                var live = IntegerKeyMap<PeripheralKey, WeakPeripheral>()
-                for (key, entry) in peripheralObjects where entry.object != nil { live[key] = entry }
-                peripheralObjects = live
-                pruneThreshold = max(64, 2 * peripheralObjects.count)
+                // Removed in place (the table keeps its size: a scanner whose app keeps no
+                // object fills it again with the same devices, and a new table grew each time).
+                let released = peripheralObjects.compactMap { $0.value.object == nil ? $0.key : nil }
+                for key in released { peripheralObjects.removeValue(forKey: key) }
+                pruneThreshold = max(Self.minimumPruneThreshold, 2 * peripheralObjects.count)
             }
             return peripheral
         }
