@@ -46,8 +46,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     @exclusivity(unchecked) private var peripheralObjects = IntegerKeyMap<PeripheralKey, WeakPeripheral>()
     /// Released objects' entries are dropped when the map grows past this (guarded likewise).
     @exclusivity(unchecked) private var pruneThreshold = CBCentralManager.minimumPruneThreshold
-    /// Entries kept before the first pruning, and at least after each: a few dozen bytes each.
-    private static let minimumPruneThreshold = 1024
+    /// Entries kept before the first pruning, and at least after each: small, as a device seen
+    /// for the first time walks the table (``livePeripheral(at:)``).
+    private static let minimumPruneThreshold = 64
     /// The central role on the device's loop (a client of the device while it is on), and
     /// what turns its events (values) into objects and delegate calls.
     private let service = CentralService()
@@ -287,8 +288,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
             peripheral.advertisedServiceUUIDs = advertisedServices
             peripheralObjects[key] = WeakPeripheral(object: peripheral)
             if peripheralObjects.count > pruneThreshold {
-                // Removed in place (the table keeps its size: a scanner whose app keeps no
-                // object fills it again with the same devices, and a new table grew each time).
+                // Removed in place: the table keeps its slots (a new one grew again from 8
+                // slots, unspecialised, each time).
                 let released = peripheralObjects.compactMap { $0.value.object == nil ? $0.key : nil }
                 for key in released { peripheralObjects.removeValue(forKey: key) }
                 pruneThreshold = max(Self.minimumPruneThreshold, 2 * peripheralObjects.count)
