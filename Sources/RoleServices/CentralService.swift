@@ -75,7 +75,8 @@ extension CentralServiceEvents {
 /// exchanges only values with the API side (``CentralServiceEvents``), the boundary a daemon
 /// carries between processes.
 ///
-/// Loop-confined, once the device started.
+/// Loop-confined, once the device started (so its per-report state skips the runtime's
+/// exclusivity checks: one thread, no overlapping access).
 public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sendable {
     /// Debug builds check that every entry point runs on the loop (issue 17); release builds
     /// compile it away.
@@ -84,7 +85,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
         device?.loop.assertConfined("CentralService", file: file, line: line)
     }
 
-    public weak var events: CentralServiceEvents?
+    @exclusivity(unchecked) public weak var events: CentralServiceEvents?
     /// `corebluetooth.api`: what the service drops or refuses.
     public var logger = StackLogging.standard.logger(.api)
     /// Answers pairing prompts on this client's connections; nil leaves them to the device's
@@ -99,12 +100,14 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     // MARK: Scanning
 
-    private var scan: ScanRequest?
+    @exclusivity(unchecked) private var scan: ScanRequest?
     /// What each advertiser sent last (advertising PDU and scan response), for merging the two
     /// and reporting a device again only when what it advertises changes.
-    private var advertisers: [LEAddress: Advertiser] = [:]
+    @exclusivity(unchecked) private var advertisers = IntegerKeyMap<AddressKey, Advertiser>()
 
-    private struct Advertiser {
+    /// A class, changed where it is: a struct of arrays copied out of the table and back
+    /// cost retains and releases on every report.
+    private final class Advertiser {
         var advertisement: [UInt8]?
         var scanResponse: [UInt8]?
         var isConnectable = false
@@ -174,27 +177,46 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     public func device(_ device: HostDevice, didDiscover report: AdvertisingReport) {
         assertOnLoop()
         guard let scan else { return }
-        var entry = advertisers[report.address] ?? Advertiser()
+        let key = AddressKey(report.address)
+        let entry: Advertiser
+        if let known = advertisers[key] {
+            entry = known
+        } else {
+            entry = Advertiser()
+            advertisers[key] = entry
+        }
         if report.isScanResponse {
             entry.scanResponse = report.data
         } else {
             entry.advertisement = report.data
             entry.isConnectable = report.isConnectable
         }
-        defer { advertisers[report.address] = entry }
-        let bytes = (entry.advertisement ?? []) + (entry.scanResponse ?? [])
-        if !scan.allowDuplicates, entry.reported == bytes { return }
-        let data: AdvertisingData
-        if let parsed = entry.parsed, parsed.bytes == bytes {
-            data = parsed.data
-        } else {
-            data = AdvertisingData(bytes: bytes)
-            entry.parsed = (bytes, data)
+        let advertisement = entry.advertisement ?? [], scanResponse = entry.scanResponse
+        // The concatenation is made only when it is parsed: compared in place otherwise.
+        if !scan.allowDuplicates, let reported = entry.reported, Self.isConcatenation(reported, of: advertisement, scanResponse) {
+            return
         }
-        guard Self.matches(data, scan) else { return }
-        entry.reported = bytes
-        events?.central(self, didDiscover: report.address, advertisement: data,
-                        raw: (entry.advertisement ?? [], entry.scanResponse), isConnectable: entry.isConnectable, rssi: report.rssi)
+        let parsed: (bytes: [UInt8], data: AdvertisingData)
+        if let last = entry.parsed, Self.isConcatenation(last.bytes, of: advertisement, scanResponse) {
+            parsed = last
+        } else {
+            let bytes = advertisement + (scanResponse ?? [])
+            parsed = (bytes, AdvertisingData(bytes: bytes))
+            entry.parsed = parsed
+        }
+        guard Self.matches(parsed.data, scan) else { return }
+        entry.reported = parsed.bytes
+        events?.central(self, didDiscover: report.address, advertisement: parsed.data,
+                        raw: (advertisement, scanResponse), isConnectable: entry.isConnectable, rssi: report.rssi)
+    }
+
+    /// Whether `bytes` is `first` followed by `second`.
+    static func isConcatenation(_ bytes: [UInt8], of first: [UInt8], _ second: [UInt8]?) -> Bool {
+        let secondCount = second?.count ?? 0
+        guard bytes.count == first.count + secondCount else { return false }
+        guard bytes[..<first.count].elementsEqual(first) else { return false }
+        guard let second else { return true }
+        return bytes[first.count...].elementsEqual(second)
     }
 
     static func matches(_ data: AdvertisingData, _ scan: ScanRequest) -> Bool {

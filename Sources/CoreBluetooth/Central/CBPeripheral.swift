@@ -731,8 +731,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     }
 
     /// An advertisement seen while scanning (called with the object lock held).
-    func advertisementSeen(name: String?, services: [BluetoothUUID]) {
-        advertisedServiceUUIDs.formUnion(services)
+    func advertisementSeen(name: String?, services: Set<BluetoothUUID>) {
+        // The same set as last time (shared storage) compares at once: no hashing per report.
+        if !services.isEmpty, advertisedServiceUUIDs != services { advertisedServiceUUIDs.formUnion(services) }
         guard let name, !hasGAPName, nameStorage != name else { return }
         let hadName = nameStorage != nil
         nameStorage = name
