@@ -152,7 +152,9 @@ let package = Package(
         .target(name: "CoreBluetooth", dependencies: ["StackLogging", .product(name: "Logging", package: "swift-log"),
             "AssignedNumbers", "ByteCoding", "Scheduling", "HCI", "HCITransport", "HCIDriver", "VirtualController",
             "L2CAP", "HostStack", "HostDevice", "RoleServices", "ATT", "GATT", "GAP", "SMP", "Bonding", "DaemonProtocol",
-            "RemoteRoles",
+            // The suites' daemon mode (CB_TEST_ON_DAEMON=1) serves each manager from a daemon in
+            // the process (docs/daemon.md).
+            "RemoteRoles", "CoreBluetoothDaemon",
         ]),
         // Linux extension: async/await and AsyncSequence over the same managers and objects,
         // hearing their delegate events through an event tap (the app keeps its delegate).
@@ -177,6 +179,8 @@ let package = Package(
         // Benchmarks (release builds): figures recorded in BENCHMARKS.md.
         .executableTarget(name: "cbbench", dependencies: ["StackLogging",
             "CoreBluetooth", "HCI", "VirtualController",
+            // The corebluetoothd workload hosts the daemon's side in the benchmark's process.
+            "CoreBluetoothDaemon", "HostDevice", "Scheduling",
         ]),
 
         .testTarget(name: "StackLoggingTests", dependencies: ["StackLogging", "LogTesting", .product(name: "Logging", package: "swift-log")]),

@@ -77,6 +77,13 @@ public enum ATTSecurityFailure: Hashable, Sendable, CustomStringConvertible {
 ///
 /// Loop-confined: call it on its loop; every handler and completion is called there.
 public final class ATTBearer: @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        loop.assertConfined("ATTBearer", file: file, line: line)
+    }
+
     /// Why the bearer closed.
     public enum CloseReason: Hashable, Sendable {
         /// A request or indication went unanswered for `transactionTimeout` (§3.3.3). The owner
@@ -165,12 +172,14 @@ public final class ATTBearer: @unchecked Sendable {
     /// Adds a listener (held weakly) for MTU changes, readiness to send and the close. Adding
     /// one already listening does nothing.
     public func addListener(_ listener: any ATTBearerListener) {
+        assertOnLoop()
         listeners.removeAll { $0.listener == nil }
         guard !listeners.contains(where: { $0.listener === listener }) else { return }
         listeners.append(ATTBearerListenerSlot(listener: listener))
     }
 
     public func removeListener(_ listener: any ATTBearerListener) {
+        assertOnLoop()
         listeners.removeAll { $0.listener == nil || $0.listener === listener }
     }
 
@@ -230,6 +239,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// opcode — or `.errorResponse` when the server answered with an Error Response for it.
     /// A request longer than ATT_MTU when its turn comes fails with `.invalidRequest`.
     public func request(_ pdu: ATTPDU, completion: @escaping (Result<ATTPDU, ATTBearerError>) -> Void) {
+        assertOnLoop()
         guard isOpen else { return completion(.failure(closedError)) }
         guard pdu.isRequest else { return completion(.failure(.invalidRequest("\(pdu.opcode.name) is not a request"))) }
         if case .exchangeMTURequest = pdu {
@@ -243,6 +253,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// Exchanges the MTU as client, offering `preferredMTU` (once per connection). Completes
     /// with the new ATT_MTU: the smaller of the two Rx MTUs, never below 23.
     public func exchangeMTU(completion: @escaping (Result<Int, ATTBearerError>) -> Void) {
+        assertOnLoop()
         request(.exchangeMTURequest(.init(clientRxMTU: ourRxMTU))) { [weak self] result in
             completion(result.map { _ in self?.mtu ?? ATTMTU.leDefault })
         }
@@ -253,6 +264,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// `maximumQueuedPDUsForUnacknowledged` PDUs waiting; in that last case listeners hear
     /// `attBearerIsReadyToSend()` when it can take more.
     public func sendCommand(_ pdu: ATTPDU) -> Bool {
+        assertOnLoop()
         guard isOpen, pdu.isCommand else { return false }
         let bytes = pdu.encode()
         guard bytes.count <= mtu else {
@@ -399,11 +411,13 @@ public final class ATTBearer: @unchecked Sendable {
     /// Sends a Handle Value Notification, its value cut to ATT_MTU − 3. False when the bearer is
     /// closed or the link's queue is over its bound (then `attBearerIsReadyToSend()` follows).
     public func notify(handle: ATTHandle, value: [UInt8]) -> Bool {
-        value.withUnsafeBytes { notify(handle: handle, bytes: $0) }
+        assertOnLoop()
+        return value.withUnsafeBytes { notify(handle: handle, bytes: $0) }
     }
 
     /// `notify(handle:value:)` for a value in memory the caller owns (no array of it needed).
     public func notify(handle: ATTHandle, bytes value: UnsafeRawBufferPointer) -> Bool {
+        assertOnLoop()
         guard isOpen else { return false }
         // Encoded here, behind the channel's header room, in one allocation (the hottest PDU;
         // the bytes are ATTPDU.HandleValueNotification's encoding).
@@ -425,6 +439,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// False when there are fewer than two values, they do not fit in ATT_MTU (values are never
     /// cut here), the bearer is closed or the link's queue is over its bound.
     public func notifyMultiple(_ values: [(handle: ATTHandle, value: [UInt8])]) -> Bool {
+        assertOnLoop()
         guard isOpen, values.count >= 2 else { return false }
         let pdu = ATTPDU.MultipleHandleValueNotification(handleLengthValueTupleList: values.map {
             .init(attributeHandle: $0.handle, attributeValue: $0.value)
@@ -440,6 +455,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// before it are confirmed, one outstanding at a time (§3.3.2). Completes on the client's
     /// confirmation, or with `.timeout` after `transactionTimeout` (the bearer then closes).
     public func indicate(handle: ATTHandle, value: [UInt8], completion: @escaping (Result<Void, ATTBearerError>) -> Void) {
+        assertOnLoop()
         guard isOpen else { return completion(.failure(closedError)) }
         waitingIndications.append(PendingIndication(handle: handle, value: value, completion: completion))
         sendNextIndication()

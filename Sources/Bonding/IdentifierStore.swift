@@ -171,24 +171,13 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
         let key = address.normalized
         let now = self.now()
         return state.withLock { state -> UUID in
+            if let identifier = markSeen(key, now: now, &state) { return identifier }
             if Self.isPrivate(key) {
                 state.tick += 1
-                if let entry = state.privates[key] {
-                    state.privates[key]?.tick = state.tick
-                    return entry.identifier
-                }
                 let identifier = candidate ?? UUID()
                 state.privates[key] = PrivateEntry(identifier: identifier, tick: state.tick)
                 evictPrivates(&state)
                 return identifier
-            }
-            if var entry = state.identities[key] {
-                if now.timeIntervalSince(entry.lastSeen) >= seenGranularity {
-                    entry.lastSeen = now
-                    state.identities[key] = entry
-                    note(.seen, of: key, &state)
-                }
-                return entry.identifier
             }
             let identifier = candidate ?? UUID()
             state.identities[key] = Entry(identifier: identifier, lastSeen: now)
@@ -196,6 +185,34 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
             for evicted in Self.evict(&state.identities, capacity: capacity, sparing: key) { state.pending[evicted] = nil }
             return identifier
         }
+    }
+
+    /// The identifier of the device at `address`, marking it seen as
+    /// ``assignIdentifier(for:reusing:)`` does, if one was handed out; nil, changing nothing,
+    /// if not. One look-up for the API's every report of a device it already knows.
+    package func identifierMarkingSeen(for address: LEAddress) -> UUID? {
+        let key = address.normalized
+        // A private address keeps no date: no clock read for it.
+        let now = Self.isPrivate(key) ? Date.distantPast : self.now()
+        return state.withLock { markSeen(key, now: now, &$0) }
+    }
+
+    /// Under the lock: the identifier `key` has, if any, with its use marked (a private
+    /// address's eviction order, an identity's `lastSeen` when later by the granularity).
+    private func markSeen(_ key: LEAddress, now: Date, _ state: inout State) -> UUID? {
+        if Self.isPrivate(key) {
+            guard let entry = state.privates[key] else { return nil }
+            state.tick += 1
+            state.privates[key]?.tick = state.tick
+            return entry.identifier
+        }
+        guard var entry = state.identities[key] else { return nil }
+        if now.timeIntervalSince(entry.lastSeen) >= seenGranularity {
+            entry.lastSeen = now
+            state.identities[key] = entry
+            note(.seen, of: key, &state)
+        }
+        return entry.identifier
     }
 
     /// The address to reach the device with `identifier` at: its identity when it has one in

@@ -1,3 +1,4 @@
+import Bonding
 import Dispatch
 import Foundation
 import HCITransport
@@ -62,6 +63,9 @@ open class CBManager: NSObject, @unchecked Sendable {
     /// The connection to `corebluetoothd` when the transport is `daemon` or `daemon:PATH`: the
     /// manager's role is the daemon's, reached through messages (docs/daemon.md).
     let remote: DaemonSessionHost?
+    /// The daemon of this manager's own in the suites' daemon mode (`CB_TEST_ON_DAEMON=1`:
+    /// ``DaemonTestDevice``); `remote` is the connection to it.
+    let testDaemon: DaemonTestDevice?
 
     /// A loop for the callback queue of a manager without a device (it never runs anything).
     private static let idleLoop = EventLoop(name: "CoreBluetooth idle", pacing: .manual)
@@ -70,7 +74,19 @@ open class CBManager: NSObject, @unchecked Sendable {
         // One snapshot of the environment for both choices: building the dictionary walks every
         // variable (~340,000 instructions with 40 of them), and this built it twice per manager.
         let environment = ProcessInfo.processInfo.environment
-        switch Self.daemon(options: options, environment: environment) {
+        // The suites' daemon mode: a daemon of the manager's own on its radio.
+        var made: DaemonTestDevice?
+        let daemon: Result<DaemonSessionHost, DeviceError>?
+        if let radio = DaemonTestDevice.radio(options: options) {
+            daemon = DaemonTestDevice.make(radio: radio, options: options).map { testDevice in
+                made = testDevice
+                return testDevice.host
+            }
+        } else {
+            daemon = Self.daemon(options: options, environment: environment)
+        }
+        testDaemon = made
+        switch daemon {
         case .success(let host)?:
             remote = host
             device = nil
@@ -127,7 +143,12 @@ open class CBManager: NSObject, @unchecked Sendable {
     /// The loop the manager's role runs on: its device's, or its daemon connection's.
     var roleLoop: EventLoop? { device?.loop ?? remote?.loop }
 
+    /// Where the identifiers of the peers this manager sees are kept: its device's radio's (or
+    /// the process's), the radio's in the suites' daemon mode.
+    var identifierStore: IdentifierStore { device?.identifiers ?? testDaemon?.radio.identifiers ?? .persistent }
+
     deinit {
+        testDaemon?.close()
         guard let device else { return }
         // The role service leaves the device (its scan, connections, advertising set and
         // services with it); the device stops when its last manager is gone.
@@ -149,7 +170,7 @@ open class CBManager: NSObject, @unchecked Sendable {
         set {
             synchronized { pairingAgentStorage = newValue }
             let agent = newValue.map {
-                ManagerPairingAgent(agent: $0, callbacks: callbacks, identifiers: device?.identifiers ?? .persistent)
+                ManagerPairingAgent(agent: $0, callbacks: callbacks, identifiers: identifierStore)
             }
             installPairingAgent(agent)
         }
@@ -314,6 +335,17 @@ extension CBManager {
     /// ("CB:00:01:00:00:02" on the virtual radio, where the two are the same), as phones use
     /// random addresses. It advertises and connects from this address.
     public var linuxDeviceAddress: String? {
+        if let testDaemon, state == .poweredOn {
+            if testDaemon.radio.loop.inLoop { return testDaemon.address }
+            let result = Locked<String?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            testDaemon.radio.loop.execute {
+                result.withLock { $0 = testDaemon.address }
+                done.signal()
+            }
+            done.wait()
+            return result.current
+        }
         guard let device, state == .poweredOn else { return nil }
         if device.loop.inLoop { return device.address }
         let result = Locked<String?>(nil)
@@ -329,6 +361,9 @@ extension CBManager {
     /// **Linux extension.** Moves this manager's device on its virtual radio (metres); RSSI
     /// seen by others follows the distance. No effect on other controllers.
     public func linuxMove(x: Double, y: Double, z: Double = 0) {
+        if let testDaemon {
+            testDaemon.radio.loop.execute { testDaemon.move(to: .init(x: x, y: y, z: z)) }
+        }
         guard let device else { return }
         device.loop.execute { device.move(to: .init(x: x, y: y, z: z)) }
     }

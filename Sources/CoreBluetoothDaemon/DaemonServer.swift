@@ -49,6 +49,8 @@ public final class DaemonServer: Sendable {
     private let logger: Logger
     private let state = Locked(State())
     private let stopped = DispatchSemaphore(value: 0)
+    /// The virtual clock the clients' frames hold (tests only: ``DaemonWireClock``).
+    private let wireClock: DaemonWireClock?
 
     private struct State {
         var closed = false
@@ -65,6 +67,7 @@ public final class DaemonServer: Sendable {
                 logging: StackLogging = .standard) throws(DaemonServerError) {
         self.path = path
         self.device = device
+        wireClock = DaemonWireClock.clock(for: path)
         logger = logging.logger(.daemon)
         restoration = DaemonRestoration(onEvent: onEvent.map { command in { key, event in command.launch(key, event: event) } })
         listenFD = try Self.listen(path: path)
@@ -148,7 +151,7 @@ public final class DaemonServer: Sendable {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let connection = DaemonConnection(fd: fd, credentials: Self.credentials(fd), device: device, restoration: restoration,
                                               connectionEvents: connectionEvents, subscriptions: subscriptions,
-                                              channelLedger: channelLedger, logger: logger) { [self] gone in
+                                              channelLedger: channelLedger, logger: logger, wireClock: wireClock) { [self] gone in
                 state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(gone)) }
             }
             // Started under the lock, so that `close` finds every connection it must drop
@@ -222,7 +225,7 @@ public final class DaemonServer: Sendable {
 /// One accepted client: its socket (a ``FramedSocket``: a reader and a writer thread) and its
 /// ``DaemonClient`` on the device's loop.
 final class DaemonConnection: @unchecked Sendable {
-    // Safe to share: `credentials`, `device`, `subscriptions`, `logger` and `gone` are immutable, `socket` is set in
+    // Safe to share: `credentials`, `device`, `subscriptions`, `logger`, `wireClock` and `gone` are immutable, `socket` is set in
     // `start` before anything reads it, and `client` is touched only on the device's loop.
     let credentials: PeerCredentials
     private let fd: Int32
@@ -233,14 +236,16 @@ final class DaemonConnection: @unchecked Sendable {
     private let channelLedger: DaemonChannelLedger
     private let logger: Logger
     private let gone: @Sendable (DaemonConnection) -> Void
+    private let wireClock: DaemonWireClock?
     private var socket: FramedSocket?
     private var client: DaemonClient?
 
     init(fd: Int32, credentials: PeerCredentials, device: HostDevice, restoration: DaemonRestoration,
          connectionEvents: DaemonConnectionEvents, subscriptions: DaemonSubscriptions, channelLedger: DaemonChannelLedger,
-         logger: Logger, gone: @escaping @Sendable (DaemonConnection) -> Void) {
+         logger: Logger, wireClock: DaemonWireClock? = nil, gone: @escaping @Sendable (DaemonConnection) -> Void) {
         self.channelLedger = channelLedger
         self.fd = fd
+        self.wireClock = wireClock
         self.credentials = credentials
         self.device = device
         self.restoration = restoration
@@ -255,16 +260,28 @@ final class DaemonConnection: @unchecked Sendable {
     /// Serves the client: its messages run on the loop, in order, after its client is made.
     func start() {
         let loop = device.loop
+        let wire = wireClock
         let socket = FramedSocket(fd: fd, name: "corebluetoothd client \(credentials.pid)", outboxLimit: DaemonServer.outboxLimit,
-                              onMessage: { [weak self] message in
-                                  guard let self else { return }
-                                  loop.execute { self.receive(message) }
+                              wireClock: wire,
+                              onMessages: { [weak self] messages in
+                                  guard let self else {
+                                      for _ in messages { wire?.delivered() }
+                                      return
+                                  }
+                                  // The messages of one read in one loop job.
+                                  loop.execute {
+                                      for message in messages {
+                                          self.receive(message)
+                                          wire?.delivered()
+                                      }
+                                  }
                               },
                               onClose: { [weak self] reason in
                                   guard let self else { return }
                                   loop.execute { [self] in
                                       client?.close()
                                       client = nil
+                                      wire?.connectionClosed()
                                   }
                                   // After the close is posted: what the device hears from now
                                   // on reaches the loop after it (a restorable session parks it).

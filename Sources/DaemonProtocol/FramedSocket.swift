@@ -31,20 +31,28 @@ public enum DaemonSocketPath {
 /// thread (a caller never waits for the socket), messages in from a reader thread, decoded
 /// there.
 ///
+/// Both directions go in batches, so that a burst (notifications) costs few system calls and
+/// wake-ups: frames queued while the writer is busy leave in one `send`, and the messages of
+/// one `read` reach the owner in one call.
+///
 /// `@unchecked Sendable`: the descriptor is immutable, the outbox is behind its mutex, and the
 /// handlers are set once at init.
 public final class FramedSocket: @unchecked Sendable {
     public let name: String
     private let fd: Int32
-    private let onMessage: @Sendable (DaemonMessage) -> Void
+    private let onMessages: @Sendable ([DaemonMessage]) -> Void
     private let onClose: @Sendable (String) -> Void
     private let outboxLimit: Int?
+    /// The virtual clock frames hold while they travel (tests only: ``DaemonWireClock``).
+    private let wireClock: DaemonWireClock?
     private let outbox = Locked(Outbox())
+    /// Signalled when the outbox stops being empty, and on close: the writer waits on it.
     private let ready = DispatchSemaphore(value: 0)
 
     private struct Outbox {
-        var frames: [[UInt8]] = []
-        var bytes = 0
+        /// Whole frames, back to back, waiting for the writer (which swaps in its emptied
+        /// buffer, so neither side allocates once both have grown).
+        var bytes: [UInt8] = []
         var closed = false
         var reason: String?
         /// Threads still using the descriptor (reader, writer): the last one closes it.
@@ -76,16 +84,32 @@ public final class FramedSocket: @unchecked Sendable {
         return fd
     }
 
-    /// Takes `fd`; ``start()`` starts its threads. `onMessage` and `onClose` run on the reader
-    /// thread; `onClose` once, with why. `outboxLimit`: bytes the other end may leave unread before the
+    /// Takes `fd`; ``start()`` starts its threads. `onMessages` and `onClose` run on the reader
+    /// thread: `onMessages` with the messages of one read, in order (never empty); `onClose`
+    /// once, with why. `outboxLimit`: bytes the other end may leave unread before the
     /// connection is closed (a daemon does not hold without bound what a client never reads).
-    public init(fd: Int32, name: String, outboxLimit: Int? = nil, onMessage: @escaping @Sendable (DaemonMessage) -> Void,
-                onClose: @escaping @Sendable (String) -> Void) {
+    public convenience init(fd: Int32, name: String, outboxLimit: Int? = nil, onMessages: @escaping @Sendable ([DaemonMessage]) -> Void,
+                            onClose: @escaping @Sendable (String) -> Void) {
+        self.init(fd: fd, name: name, outboxLimit: outboxLimit, wireClock: nil, onMessages: onMessages, onClose: onClose)
+    }
+
+    /// The same, with frames holding `wireClock` while they travel (the suites' daemon mode).
+    package init(fd: Int32, name: String, outboxLimit: Int? = nil, wireClock: DaemonWireClock?,
+                 onMessages: @escaping @Sendable ([DaemonMessage]) -> Void, onClose: @escaping @Sendable (String) -> Void) {
+        self.wireClock = wireClock
         self.fd = fd
         self.name = name
         self.outboxLimit = outboxLimit
-        self.onMessage = onMessage
+        self.onMessages = onMessages
         self.onClose = onClose
+    }
+
+    /// The same, with the messages handed over one at a time.
+    public convenience init(fd: Int32, name: String, outboxLimit: Int? = nil, onMessage: @escaping @Sendable (DaemonMessage) -> Void,
+                            onClose: @escaping @Sendable (String) -> Void) {
+        self.init(fd: fd, name: name, outboxLimit: outboxLimit, onMessages: { messages in
+            for message in messages { onMessage(message) }
+        }, onClose: onClose)
     }
 
     /// Starts reading and writing (once its owner holds it: the first message may come at once).
@@ -101,17 +125,19 @@ public final class FramedSocket: @unchecked Sendable {
     /// Queues a message (any thread; dropped once the socket closed).
     public func send(_ message: DaemonMessage) {
         let frame = DaemonFrame.encode(message)
-        let queued = outbox.withLock { outbox -> Bool? in
+        // nil: closed; else whether the writer must be woken (the outbox was empty: otherwise
+        // a signal is already owed to it) and whether the limit still holds.
+        let queued = outbox.withLock { outbox -> (wake: Bool, withinLimit: Bool)? in
             guard !outbox.closed else { return nil }
-            outbox.frames.append(frame)
-            outbox.bytes += frame.count
-            return outboxLimit.map { outbox.bytes <= $0 } ?? true
+            // Held before the frame can reach the other end, whose run of it lets go.
+            wireClock?.sent()
+            let wake = outbox.bytes.isEmpty
+            outbox.bytes.append(contentsOf: frame)
+            return (wake, outboxLimit.map { outbox.bytes.count <= $0 } ?? true)
         }
-        switch queued {
-        case true?: ready.signal()
-        case false?: close("more than \(outboxLimit ?? 0) bytes left unread")
-        case nil: break
-        }
+        guard let queued else { return }
+        guard queued.withinLimit else { return close("more than \(outboxLimit ?? 0) bytes left unread") }
+        if queued.wake { ready.signal() }
     }
 
     /// Closes the connection (any thread); `onClose` follows from the reader.
@@ -136,12 +162,16 @@ public final class FramedSocket: @unchecked Sendable {
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { break }
             reader.append(buffer[0..<count])
+            var messages: [DaemonMessage] = []
             do {
-                while let message = try reader.next() { onMessage(message) }
+                while let message = try reader.next() { messages.append(message) }
             } catch {
+                // What came before the bad frame is handed over first, in order.
+                if !messages.isEmpty { onMessages(messages) }
                 why = "what came is not the protocol: \(error)"
                 break reading
             }
+            if !messages.isEmpty { onMessages(messages) }
         }
         close(why)
         onClose(outbox.withLock { $0.reason } ?? why)
@@ -150,19 +180,19 @@ public final class FramedSocket: @unchecked Sendable {
 
     private func writeLoop() {
         defer { release() }
+        var batch: [UInt8] = []
         while true {
             ready.wait()
-            let (frames, closed) = outbox.withLock { outbox -> ([[UInt8]], Bool) in
-                let frames = outbox.frames
-                outbox.frames = []
-                outbox.bytes = 0
-                return (frames, outbox.closed)
+            let closed = outbox.withLock { outbox -> Bool in
+                swap(&batch, &outbox.bytes)
+                return outbox.closed
             }
             if closed { return }
-            for frame in frames where !write(frame) {
+            if !batch.isEmpty && !write(batch) {
                 close("the connection broke")
                 return
             }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 

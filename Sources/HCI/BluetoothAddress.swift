@@ -33,6 +33,7 @@ public struct BluetoothAddress: Hashable, Sendable, CustomStringConvertible, Com
                  UInt8(truncatingIfNeeded: value >> 32), UInt8(truncatingIfNeeded: value >> 40))
     }
 
+    @inlinable
     public var value: UInt64 {
         UInt64(bytes.0) | UInt64(bytes.1) << 8 | UInt64(bytes.2) << 16 | UInt64(bytes.3) << 24
             | UInt64(bytes.4) << 32 | UInt64(bytes.5) << 40
@@ -98,6 +99,11 @@ public struct LEAddress: Hashable, Sendable, CustomStringConvertible {
     /// Whether this is a resolvable private address (random, top two bits 0b01).
     public var isResolvablePrivate: Bool { type == .randomDevice && address.value >> 46 == 0b01 }
     public var description: String { "\(address) (\(isRandom ? "random" : "public"))" }
+    /// The type and the 48 bits as one word: one `Hasher` combine instead of two (every
+    /// advertising report looks an address up in several tables).
+    @inlinable
+    public var packed: UInt64 { UInt64(type.rawValue) << 48 | address.value }
+    public func hash(into hasher: inout Hasher) { hasher.combine(packed) }
 }
 
 extension ByteReader {

@@ -16,6 +16,13 @@ public protocol LEMetaEventParameters: Sendable {
     /// Parameters after the subevent code.
     func encodeParameters(into writer: inout ByteWriter)
     init(decodingParameters reader: inout ByteReader) throws
+    /// How many bytes `encodeParameters` writes, or about (the writer is made that size:
+    /// an event that outgrows it is copied to a larger buffer).
+    var encodedParametersSize: Int { get }
+}
+
+extension LEMetaEventParameters {
+    public var encodedParametersSize: Int { 31 }
 }
 
 public enum HCIEventCode {
@@ -38,7 +45,7 @@ extension HCIEventParameters {
 
 extension LEMetaEventParameters {
     public var packet: HCIEventPacket {
-        var writer = ByteWriter(capacity: 32)
+        var writer = ByteWriter(capacity: 1 + encodedParametersSize)
         writer.u8(Self.subeventCode)
         encodeParameters(into: &writer)
         return HCIEventPacket(code: HCIEventCode.leMeta, parameters: writer.bytes)

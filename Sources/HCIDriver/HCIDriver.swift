@@ -63,6 +63,13 @@ public struct HCIDriverConfiguration: Sendable {
 ///
 /// Loop-confined: create it, call it and receive its callbacks on `loop` only.
 public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        loop.assertConfined("HCIDriver", file: file, line: line)
+    }
+
     public let loop: EventLoop
     public let transport: HCITransport
     public let configuration: HCIDriverConfiguration
@@ -147,6 +154,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
 
     /// Closes the transport; pending commands fail with `.transportClosed(nil)`.
     public func stop() {
+        assertOnLoop()
         guard state != .closed else { return }
         transport.close()
         // A transport that closes without telling its sink must not leave commands hanging.
@@ -166,6 +174,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     ///   written to the controller.
     public func send<C: HCICommand>(_ command: C, timeout: Duration? = nil,
                                     completion: @escaping (Result<C.ReturnParameters, HCIError>) -> Void) {
+        assertOnLoop()
         enqueue(command.packet, name: C.name, expected: C.completion, timeout: timeout) { result in
             completion(result.flatMap { Self.decode(C.self, from: $0) })
         }
@@ -175,6 +184,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     /// answered it, whatever its status. Fails only by timeout or transport closure.
     public func sendRaw(_ packet: HCICommandPacket, name: String? = nil, timeout: Duration? = nil,
                         completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
+        assertOnLoop()
         enqueue(packet, name: name ?? "Command \(packet.opcode)", expected: nil, timeout: timeout,
                 completion: completion)
     }
@@ -303,6 +313,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     // MARK: HCIPacketSink
 
     public func receive(_ packet: HCIPacket) {
+        assertOnLoop()
         guard state == .starting || state == .running || state == .resetting else { return }
         switch packet {
         case .event(let raw): handleEvent(raw)
@@ -313,6 +324,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     }
 
     public func transportClosed(_ error: HCITransportError?) {
+        assertOnLoop()
         guard state != .closed else { return }
         state = .closed
         let error = error ?? closeError

@@ -50,6 +50,7 @@ extension HostDevice {
 
     /// The advertising set `client` holds, if any.
     public func advertisingSet(of client: any HostDeviceClient) -> UInt8? {
-        entryIndex(client).flatMap { clients[$0].advertisingSet }
+        assertOnLoop()
+        return entryIndex(client).flatMap { clients[$0].advertisingSet }
     }
 }

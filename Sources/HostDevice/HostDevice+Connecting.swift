@@ -118,6 +118,7 @@ extension HostDevice {
     }
 
     public func host(_ host: LEHost, didFailToConnectTo peer: LEAddress, status: HCIStatus) {
+        assertOnLoop()
         let address = initiating ?? peer
         initiating = nil
         turnTimer?.cancel()

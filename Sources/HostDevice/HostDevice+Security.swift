@@ -499,6 +499,7 @@ extension HostDevice {
 
 extension HostDevice: SecurityManagerDelegate {
     public func securityManager(_ manager: SecurityManager, startEncryptionWith key: SMPLongTermKey) {
+        assertOnLoop()
         guard let connection = connection(of: manager) else { return }
         connection.encryptingWith = (key.securityLevel, key.keySize)
         host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weak manager] result in
@@ -507,6 +508,7 @@ extension HostDevice: SecurityManagerDelegate {
     }
 
     public func securityManager(_ manager: SecurityManager, didFinishPairing result: Result<PairingOutcome, SMPError>) {
+        assertOnLoop()
         guard let connection = connection(of: manager) else { return }
         switch result {
         case .success(let outcome):
@@ -539,6 +541,7 @@ extension HostDevice: SecurityManagerDelegate {
     }
 
     public func securityManager(_ manager: SecurityManager, didReceiveSecurityRequest requirements: SMPAuthRequirements) {
+        assertOnLoop()
         guard let connection = connection(of: manager), connection.securityWaiters.isEmpty else { return }
         let wanted: LESecurityLevel = requirements.contains(.mitm) ? .authenticatedEncryption : .unauthenticatedEncryption
         secure(connection, level: wanted) { [weak connection] result in
@@ -547,6 +550,7 @@ extension HostDevice: SecurityManagerDelegate {
     }
 
     public func securityManagerShouldAllowPairing(_ manager: SecurityManager) -> Bool {
+        assertOnLoop()
         guard let connection = connection(of: manager), let failure = pairingFailures[connection.peer] else { return true }
         return loop.now >= failure.retryAfter
     }

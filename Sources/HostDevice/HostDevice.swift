@@ -193,7 +193,8 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// The owner number `client`'s updates carry in ``gattServer`` (`updateValue(…owner:)`):
     /// the server reports their hand-over per owner, so each client keeps its own budget.
     public func updateOwner(of client: any HostDeviceClient) -> Int? {
-        entryIndex(client).map { clients[$0].updateOwner }
+        assertOnLoop()
+        return entryIndex(client).map { clients[$0].updateOwner }
     }
 
     /// Removes a client and everything it had: its scan, its pending connections, its share of
@@ -235,6 +236,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     /// The connection a GATT server request came on.
     public func connection(for serverConnection: any GATTServerConnection) -> DeviceConnection? {
+        assertOnLoop()
         // A device has a few connections: a look at each is cheaper than hashing (every
         // request and write comes through here). Fleets of them use the index.
         if connections.count <= 4 {
@@ -250,6 +252,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
 
     /// Reads the connection's RSSI (dBm); fails when the controller cannot measure it.
     public func readRSSI(_ connection: DeviceConnection, completion: @escaping (Result<Int8, HCIError>) -> Void) {
+        assertOnLoop()
         host.driver.send(ReadRSSI(connectionHandle: connection.handle)) { result in
             switch result {
             case .success(let parameters) where parameters.rssi != 127: completion(.success(parameters.rssi))
@@ -262,18 +265,21 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// Asks for PHYs on a connection.
     public func setPHY(_ connection: DeviceConnection, tx: Set<LEPHY>, rx: Set<LEPHY>,
                        completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        assertOnLoop()
         host.setPHY(connection.le, tx: tx, rx: rx, completion: completion)
     }
 
     /// Asks for new connection parameters on a connection.
     public func updateParameters(_ connection: DeviceConnection, _ parameters: ConnectionParameters,
                                  completion: @escaping (Result<Void, HCIError>) -> Void = { _ in }) {
+        assertOnLoop()
         host.updateParameters(connection.le, parameters, completion: completion)
     }
 
     // MARK: - LEHostDelegate
 
     public func host(_ host: LEHost, didDiscover report: AdvertisingReport) {
+        assertOnLoop()
         var report = report
         if report.address.isResolvablePrivate, let identity = resolvedIdentity(of: report.address) {
             report.address = identity
@@ -282,6 +288,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     }
 
     public func host(_ host: LEHost, didConnect le: LEConnection) {
+        assertOnLoop()
         let connection = DeviceConnection(le: le, peer: identity(of: le.peer), server: gattServer, loop: loop, logging: logging)
         connection.bearer.preferredMTU = preferredMTU
         connections[le.handle] = connection
@@ -312,6 +319,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     }
 
     public func host(_ host: LEHost, didDisconnect le: LEConnection, reason: HCIStatus) {
+        assertOnLoop()
         guard let connection = connections.removeValue(forKey: le.handle) else { return }
         connectionsByServerConnection[ObjectIdentifier(connection.serverConnection)] = nil
         connection.isOpen = false
@@ -330,6 +338,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     }
 
     public func host(_ host: LEHost, encryptionChangedOn le: LEConnection, status: HCIStatus) {
+        assertOnLoop()
         guard let connection = connections[le.handle] else { return }
         encryptionChanged(on: connection, status: status)
     }
@@ -337,15 +346,18 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// As peripheral: the key of the pairing under way or of the peer's bond; none, and the
     /// request is refused.
     public func host(_ host: LEHost, longTermKeyFor le: LEConnection, rand: UInt64, ediv: UInt16) -> [UInt8]? {
+        assertOnLoop()
         guard let connection = connections[le.handle] else { return nil }
         return longTermKey(for: connection, rand: rand, ediv: ediv)
     }
 
     public func host(_ host: LEHost, didStopAdvertisingSet set: UInt8) {
+        assertOnLoop()
         clients.first { $0.advertisingSet == set }?.client?.deviceDidStopAdvertising(self)
     }
 
     public func host(_ host: LEHost, didClose error: HCITransportError?) {
+        assertOnLoop()
         if let error { logger.error("controller closed: \(error)") }
         dropEverything()
         for entry in clients { entry.client?.device(self, didClose: error) }
@@ -372,6 +384,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// add their services and advertise again after `.resetting`). Clients hear
     /// `deviceWillReset`, then `deviceDidReset` once the controller is back.
     public func host(_ host: LEHost, willReset error: HCIError) {
+        assertOnLoop()
         logger.warning("controller reset (\(error)): its links are gone; initialising it again")
         isResetting = true
         forgetControllerActivity()
@@ -385,6 +398,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     /// The controller is initialised again: the device's random address, the resolving list
     /// and privacy are set up as at start, then clients hear `deviceDidReset`.
     public func host(_ host: LEHost, didReset info: ControllerInfo) {
+        assertOnLoop()
         let random = LEHost.staticRandomAddress(from: info.address)
         host.setRandomAddress(random) { [weak self] result in
             guard let self, isResetting, !isClosed else { return }

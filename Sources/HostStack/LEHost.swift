@@ -96,6 +96,13 @@ extension LEHostDelegate {
 ///
 /// Loop-confined: call it on its loop; the delegate is called there.
 public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        loop.assertConfined("LEHost", file: file, line: line)
+    }
+
     public let driver: HCIDriver
     public var loop: EventLoop { driver.loop }
     @exclusivity(unchecked) public weak var delegate: LEHostDelegate?
@@ -141,6 +148,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
 
     /// Opens the transport and initialises the controller.
     public func start(completion: @escaping (Result<ControllerInfo, HCIError>) -> Void) {
+        assertOnLoop()
         driver.start { [self] result in
             guard case .success(let info) = result else { return completion(result) }
             learn(info) { completion(result) }
@@ -167,6 +175,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     // MARK: HCIDriverDelegate
 
     public func didReceiveEvent(_ event: HCIEvent) {
+        assertOnLoop()
         switch event {
         case .le(let le): handleLEEvent(le)
         case .disconnectionComplete(let e): handleDisconnection(e)
@@ -186,6 +195,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     }
 
     public func didReceiveACL(handle: ConnectionHandle, pdu: [UInt8]) {
+        assertOnLoop()
         guard let connection = connections[handle] else {
             logger.debug("ACL for unknown connection \(Logger.hex(handle)) dropped")
             return
@@ -194,6 +204,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     }
 
     public func driverCanSendMore(handle: ConnectionHandle) {
+        assertOnLoop()
         connections[handle]?.l2cap.lowerLayerCanSendMore()
     }
 
@@ -201,6 +212,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     /// end it, and what the controller held (advertising, the random address, the resolving
     /// list and privacy, a connection attempt) is forgotten.
     public func driverWillReset(_ error: HCIError) {
+        assertOnLoop()
         logger.warning("controller reset: \(error)")
         let lost = connections.values.sorted { $0.handle < $1.handle }
         connections = [:]
@@ -219,6 +231,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     }
 
     public func driverDidReset(_ info: ControllerInfo) {
+        assertOnLoop()
         learn(info) { [weak self] in
             guard let self else { return }
             delegate?.host(self, didReset: info)
@@ -226,6 +239,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     }
 
     public func driverDidClose(error: HCITransportError?) {
+        assertOnLoop()
         for connection in connections.values { connection.l2cap.close() }
         connections = [:]
         delegate?.host(self, didClose: error)
@@ -365,6 +379,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     // MARK: L2CAPLinkDelegate
 
     public func link(_ link: L2CAPLink, acceptsConnectionParameterUpdate parameters: ConnectionParameters) -> Bool {
+        assertOnLoop()
         // The link answers the request first; the update follows (after this job).
         loop.execute { [weak self] in self?.issueConnectionUpdate(link, parameters) }
         return true

@@ -90,6 +90,13 @@ public enum L2CAPChannelOpenError: Error, Equatable, Sendable, CustomStringConve
 /// That confinement (not a lock) is what makes the `@unchecked Sendable` safe; it lets the
 /// channel be handed to code that is on the loop but not isolated to it in Swift's terms.
 public final class L2CAPCreditChannel: @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        link?.loop.assertConfined("L2CAPCreditChannel", file: file, line: line)
+    }
+
     /// The SPSM the channel was opened for.
     public let psm: UInt16
     /// Our CID: the peer sends K-frames to it.
@@ -176,6 +183,7 @@ public final class L2CAPCreditChannel: @unchecked Sendable {
     /// follows once it fits).
     @discardableResult
     public func send(_ sdu: [UInt8]) -> Bool {
+        assertOnLoop()
         guard isOpen, !sdu.isEmpty, sdu.count <= remoteMTU else { return false }
         guard queuedBytes + sdu.count <= sendQueueLimit else {
             refusedSize = min(refusedSize ?? .max, sdu.count)
@@ -284,6 +292,7 @@ public final class L2CAPCreditChannel: @unchecked Sendable {
     /// Sends a Disconnection Request; `onClose(.local)` follows its response (or the
     /// signalling timeout). Nothing is sent or delivered after this call.
     public func close() {
+        assertOnLoop()
         guard isOpen else { return }
         disconnect(reason: .local, reportNow: false)
     }
@@ -365,6 +374,7 @@ extension L2CAPLink {
     public func openCreditBasedChannel(psm: UInt16, parameters: CreditBasedChannelParameters = .default,
                                        enhanced: Bool = false,
                                        completion: @escaping (Result<L2CAPCreditChannel, L2CAPChannelOpenError>) -> Void) {
+        assertOnLoop()
         guard isOpen else { return completion(.failure(.disconnected)) }
         let enhanced = enhanced && parameters.isValid(enhanced: true)
         guard parameters.isValid(enhanced: enhanced) else { return completion(.failure(.invalidParameters)) }

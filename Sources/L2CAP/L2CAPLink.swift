@@ -104,6 +104,13 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
 ///
 /// Loop-confined: call it on its loop.
 public final class L2CAPLink: @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        loop.assertConfined("L2CAPLink", file: file, line: line)
+    }
+
     public let handle: ConnectionHandle
     public let role: LERole
     public let loop: EventLoop
@@ -160,6 +167,7 @@ public final class L2CAPLink: @unchecked Sendable {
     /// is closed. ATT, LE signalling and SMP are registered when the link is made.
     @discardableResult
     public func register(fixedChannel channelID: UInt16) -> L2CAPFixedChannel? {
+        assertOnLoop()
         guard isOpen, channelID != 0, channelID < Self.fixedChannelLimit, channel(for: channelID) == nil else {
             return nil
         }
@@ -171,6 +179,7 @@ public final class L2CAPLink: @unchecked Sendable {
 
     /// The channel registered for `channelID`, if any.
     public func channel(for channelID: UInt16) -> L2CAPFixedChannel? {
+        assertOnLoop()
         switch channelID {
         case L2CAPChannelID.att: return att
         case L2CAPChannelID.leSignaling: return signaling
@@ -221,6 +230,7 @@ public final class L2CAPLink: @unchecked Sendable {
 
     /// A whole L2CAP PDU from the link (the HCI driver reassembles fragments).
     public func receive(_ pdu: [UInt8]) {
+        assertOnLoop()
         guard isOpen else { return }
         let frame: BasicFrame
         do { frame = try BasicFrame(decoding: pdu) } catch {
@@ -329,6 +339,7 @@ public final class L2CAPLink: @unchecked Sendable {
     /// Completes with whether the central accepted them.
     public func requestConnectionParameterUpdate(_ parameters: ConnectionParameters,
                                                  completion: @escaping (Result<Bool, L2CAPError>) -> Void) {
+        assertOnLoop()
         guard role == .peripheral else { return completion(.failure(.wrongRole)) }
         request(.connectionParameterUpdateRequest(intervalMin: parameters.intervalMin, intervalMax: parameters.intervalMax,
                                                   latency: parameters.latency, timeout: parameters.timeout)) { result in
@@ -341,6 +352,7 @@ public final class L2CAPLink: @unchecked Sendable {
 
     /// The layer below drained this link's outbound queue: tells the channels' users.
     public func lowerLayerCanSendMore() {
+        assertOnLoop()
         guard isOpen else { return }
         // In CID order, without making a list (this runs as the controller's buffers drain).
         for channel in otherChannels where channel.channelID < L2CAPChannelID.att { channel.onCanSendMore?() }
@@ -356,6 +368,7 @@ public final class L2CAPLink: @unchecked Sendable {
 
     /// The link went down: pending requests fail, channel users are told, nothing more is sent.
     public func close() {
+        assertOnLoop()
         guard isOpen else { return }
         isOpen = false
         closeCreditChannels()

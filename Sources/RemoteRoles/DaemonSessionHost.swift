@@ -33,6 +33,10 @@ public final class DaemonSessionHost: @unchecked Sendable {
     public private(set) var version: UInt16 = 0
     private var retry: TimerHandle?
     private var backoff = DaemonSessionHost.firstBackoff
+    /// Whether `loop` is the host's own, to shut down with it (not a test's radio loop).
+    private let ownsLoop: Bool
+    /// The virtual clock frames hold while they travel (tests only: ``DaemonWireClock``).
+    private let wireClock: DaemonWireClock?
 
     /// The first wait before connecting again, doubled after each failure up to ``maximumBackoff``.
     public static let firstBackoff: Duration = .milliseconds(50)
@@ -49,18 +53,26 @@ public final class DaemonSessionHost: @unchecked Sendable {
 
     /// The process's connection to the daemon at `path` (made now if there is none).
     public static func connecting(to path: String, name: String) throws -> DaemonSessionHost {
+        try connecting(to: path, name: name, loop: nil)
+    }
+
+    /// The same, with the sessions on `loop` when the connection is made now: the suites'
+    /// daemon mode runs them on the virtual radio's loop, whose clock their callbacks hold.
+    package static func connecting(to path: String, name: String, loop: EventLoop?) throws -> DaemonSessionHost {
         try registry.withLock { hosts in
             if let host = hosts[path]?.host { return host }
-            let host = try DaemonSessionHost(path: path, name: name)
+            let host = try DaemonSessionHost(path: path, name: name, loop: loop)
             hosts[path] = Weak(host: host)
             return host
         }
     }
 
-    private init(path: String, name: String) throws {
+    private init(path: String, name: String, loop: EventLoop?) throws {
         self.path = path
         self.name = name
-        loop = EventLoop(name: "CoreBluetooth daemon:\(path)", pacing: .realTime)
+        self.loop = loop ?? EventLoop(name: "CoreBluetooth daemon:\(path)", pacing: .realTime)
+        ownsLoop = loop == nil
+        wireClock = DaemonWireClock.clock(for: path)
         // The first connection is made here: no daemon at all is the caller's error to report.
         start(try FramedSocket.connect(path: path), connection: 0)
     }
@@ -68,19 +80,35 @@ public final class DaemonSessionHost: @unchecked Sendable {
     deinit {
         socket.current?.close()
         retry?.cancel()
-        loop.shutdown()
+        if ownsLoop { loop.shutdown() }
     }
 
     public func send(_ message: DaemonMessage) { socket.current?.send(message) }
 
     /// Runs a connection on `fd`: hello, then its messages on the loop.
     private func start(_ fd: Int32, connection number: Int) {
-        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", onMessage: { [weak self] message in
-            guard let self else { return }
-            loop.execute { if self.connection == number { self.dispatch(message) } }
+        let wire = wireClock
+        // The messages of one read in one loop job: a burst of notifications costs one wake-up.
+        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", wireClock: wire, onMessages: { [weak self] messages in
+            guard let self else {
+                for _ in messages { wire?.delivered() }
+                return
+            }
+            loop.execute {
+                for message in messages {
+                    if self.connection == number { self.dispatch(message) }
+                    wire?.delivered()
+                }
+            }
         }, onClose: { [weak self] reason in
-            guard let self else { return }
-            loop.execute { if self.connection == number { self.lost(reason) } }
+            guard let self else {
+                wire?.connectionClosed()
+                return
+            }
+            loop.execute {
+                if self.connection == number { self.lost(reason) }
+                wire?.connectionClosed()
+            }
         })
         self.socket.withLock { $0 = socket }
         socket.send(.hello(version: DaemonFrame.version, minimumVersion: DaemonFrame.minimumVersion, name: name))

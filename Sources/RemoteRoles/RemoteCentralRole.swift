@@ -164,6 +164,9 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
 
     public func setPHY(of peer: LEAddress, _ phy: LEPHY) {}
 
+    /// Not in the daemon's protocol yet: the daemon's device keeps the parameters it chose.
+    public func updateParameters(of peer: LEAddress, _ parameters: ConnectionParameters) {}
+
     func sendLinkMessage(_ make: (UInt32) -> DaemonMessage) { send(make) }
 
     // MARK: - Messages

@@ -31,6 +31,13 @@ public protocol CentralLinkEvents: AnyObject {
 ///
 /// Loop-confined.
 public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        loop.assertConfined("CentralLink", file: file, line: line)
+    }
+
     public let connection: DeviceConnection
     /// Who hears of the link on the API side; nil until the API side takes the link.
     @exclusivity(unchecked) public weak var events: CentralLinkEvents?
@@ -92,41 +99,49 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
 
     public func discoverPrimaryServices(uuid: BluetoothUUID?,
                                         completion: @escaping (Result<[DiscoveredService], GATTClientError>) -> Void) {
+        assertOnLoop()
         guard let uuid else { return client.discoverPrimaryServices(completion: completion) }
         client.discoverPrimaryServices(uuid: uuid, completion: completion)
     }
 
     public func discoverIncludedServices(of service: DiscoveredService,
                                          completion: @escaping (Result<[DiscoveredIncludedService], GATTClientError>) -> Void) {
+        assertOnLoop()
         client.discoverIncludedServices(of: service, completion: completion)
     }
 
     public func discoverCharacteristics(of service: DiscoveredService,
                                         completion: @escaping (Result<[DiscoveredCharacteristic], GATTClientError>) -> Void) {
+        assertOnLoop()
         client.discoverCharacteristics(of: service, completion: completion)
     }
 
     public func discoverDescriptors(of characteristic: DiscoveredCharacteristic,
                                     completion: @escaping (Result<[DiscoveredDescriptor], GATTClientError>) -> Void) {
+        assertOnLoop()
         client.discoverDescriptors(of: characteristic, completion: completion)
     }
 
     public func readValue(of handle: ATTHandle, completion: @escaping (Result<[UInt8], GATTClientError>) -> Void) {
+        assertOnLoop()
         client.readValue(of: handle, completion: completion)
     }
 
     public func writeValue(_ value: [UInt8], to handle: ATTHandle, completion: @escaping (Result<Void, GATTClientError>) -> Void) {
+        assertOnLoop()
         client.writeValue(value, to: handle, completion: completion)
     }
 
     public func subscribe(to characteristic: DiscoveredCharacteristic, clientConfiguration: ATTHandle?,
                           onValue: @escaping ([UInt8]) -> Void, completion: @escaping (Result<Void, GATTClientError>) -> Void) {
+        assertOnLoop()
         client.subscribe(to: characteristic, clientConfiguration: clientConfiguration, onValue: onValue,
                          completion: { completion($0.map { _ in () }) })
     }
 
     public func unsubscribe(from characteristic: DiscoveredCharacteristic, clientConfiguration: ATTHandle?,
                             completion: @escaping (Result<Void, GATTClientError>) -> Void) {
+        assertOnLoop()
         client.unsubscribe(from: characteristic, clientConfiguration: clientConfiguration, completion: completion)
     }
 
@@ -134,6 +149,7 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
 
     /// Queues a write without response; it goes out as soon as the link's buffers take it.
     public func enqueueWrite(_ value: [UInt8], to handle: ATTHandle) {
+        assertOnLoop()
         writes.append((handle, value))
         drainWrites()
     }

@@ -75,9 +75,17 @@ extension CentralServiceEvents {
 /// exchanges only values with the API side (``CentralServiceEvents``), the boundary a daemon
 /// carries between processes.
 ///
-/// Loop-confined, once the device started.
+/// Loop-confined, once the device started (so its per-report state skips the runtime's
+/// exclusivity checks: one thread, no overlapping access).
 public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sendable {
-    public weak var events: CentralServiceEvents?
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        device?.loop.assertConfined("CentralService", file: file, line: line)
+    }
+
+    @exclusivity(unchecked) public weak var events: CentralServiceEvents?
     /// `corebluetooth.api`: what the service drops or refuses.
     public var logger = StackLogging.standard.logger(.api)
     /// Answers pairing prompts on this client's connections; nil leaves them to the device's
@@ -92,12 +100,14 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     // MARK: Scanning
 
-    private var scan: ScanRequest?
+    @exclusivity(unchecked) private var scan: ScanRequest?
     /// What each advertiser sent last (advertising PDU and scan response), for merging the two
     /// and reporting a device again only when what it advertises changes.
-    private var advertisers: [LEAddress: Advertiser] = [:]
+    @exclusivity(unchecked) private var advertisers = IntegerKeyMap<AddressKey, Advertiser>()
 
-    private struct Advertiser {
+    /// A class, changed where it is: a struct of arrays copied out of the table and back
+    /// cost retains and releases on every report.
+    private final class Advertiser {
         var advertisement: [UInt8]?
         var scanResponse: [UInt8]?
         var isConnectable = false
@@ -121,6 +131,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     /// The device is on: join it as a central.
     public func deviceDidStart(_ device: HostDevice) {
+        assertOnLoop()
         self.device = device
         device.addClient(self, roles: .central)
     }
@@ -128,6 +139,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// The controller went away or was powered off: scans and connections are gone (the API
     /// side reports the state change, not each disconnection, as iOS does).
     public func deviceDidStop() {
+        assertOnLoop()
         scan = nil
         advertisers = [:]
         let all = links.values
@@ -140,6 +152,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     // MARK: - Scanning
 
     public func startScan(_ request: ScanRequest) {
+        assertOnLoop()
         scan = request
         // A new scan reports every device again.
         advertisers = [:]
@@ -149,39 +162,61 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func stopScan() {
+        assertOnLoop()
         scan = nil
         advertisers = [:]
         device?.stopScanning(for: self)
     }
 
     public func device(_ device: HostDevice, scanFailed error: HCIError) {
+        assertOnLoop()
         scan = nil
         events?.centralScanFailed(self)
     }
 
     public func device(_ device: HostDevice, didDiscover report: AdvertisingReport) {
+        assertOnLoop()
         guard let scan else { return }
-        var entry = advertisers[report.address] ?? Advertiser()
+        let key = AddressKey(report.address)
+        let entry: Advertiser
+        if let known = advertisers[key] {
+            entry = known
+        } else {
+            entry = Advertiser()
+            advertisers[key] = entry
+        }
         if report.isScanResponse {
             entry.scanResponse = report.data
         } else {
             entry.advertisement = report.data
             entry.isConnectable = report.isConnectable
         }
-        defer { advertisers[report.address] = entry }
-        let bytes = (entry.advertisement ?? []) + (entry.scanResponse ?? [])
-        if !scan.allowDuplicates, entry.reported == bytes { return }
-        let data: AdvertisingData
-        if let parsed = entry.parsed, parsed.bytes == bytes {
-            data = parsed.data
-        } else {
-            data = AdvertisingData(bytes: bytes)
-            entry.parsed = (bytes, data)
+        let advertisement = entry.advertisement ?? [], scanResponse = entry.scanResponse
+        // The concatenation is made only when it is parsed: compared in place otherwise.
+        if !scan.allowDuplicates, let reported = entry.reported, Self.isConcatenation(reported, of: advertisement, scanResponse) {
+            return
         }
-        guard Self.matches(data, scan) else { return }
-        entry.reported = bytes
-        events?.central(self, didDiscover: report.address, advertisement: data,
-                        raw: (entry.advertisement ?? [], entry.scanResponse), isConnectable: entry.isConnectable, rssi: report.rssi)
+        let parsed: (bytes: [UInt8], data: AdvertisingData)
+        if let last = entry.parsed, Self.isConcatenation(last.bytes, of: advertisement, scanResponse) {
+            parsed = last
+        } else {
+            let bytes = advertisement + (scanResponse ?? [])
+            parsed = (bytes, AdvertisingData(bytes: bytes))
+            entry.parsed = parsed
+        }
+        guard Self.matches(parsed.data, scan) else { return }
+        entry.reported = parsed.bytes
+        events?.central(self, didDiscover: report.address, advertisement: parsed.data,
+                        raw: (advertisement, scanResponse), isConnectable: entry.isConnectable, rssi: report.rssi)
+    }
+
+    /// Whether `bytes` is `first` followed by `second`.
+    static func isConcatenation(_ bytes: [UInt8], of first: [UInt8], _ second: [UInt8]?) -> Bool {
+        let secondCount = second?.count ?? 0
+        guard bytes.count == first.count + secondCount else { return false }
+        guard bytes[..<first.count].elementsEqual(first) else { return false }
+        guard let second else { return true }
+        return bytes[first.count...].elementsEqual(second)
     }
 
     static func matches(_ data: AdvertisingData, _ scan: ScanRequest) -> Bool {
@@ -195,6 +230,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// Connects to `peer` (never timing out). With `autoReconnect`, a link that drops for any
     /// reason but `cancel` is reported with `isReconnecting` and made again.
     public func connect(_ peer: LEAddress, autoReconnect: Bool = false) {
+        assertOnLoop()
         if autoReconnect { autoReconnecting.insert(peer) } else { autoReconnecting.remove(peer) }
         if let link = links[peer] {
             // Already connected: the API side hears it again (as on iOS).
@@ -208,6 +244,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// another client of the device shares it, stops being this one's), a pending one stops
     /// being attempted. `notify`: whether the API side wants `didDisconnect` for it.
     public func cancel(_ peer: LEAddress, notify: Bool) {
+        assertOnLoop()
         guard let device else { return }
         autoReconnecting.remove(peer)
         if let link = links[peer] {
@@ -220,11 +257,13 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func device(_ device: HostDevice, didFailToConnectTo peer: LEAddress, error: DeviceConnectError) {
+        assertOnLoop()
         events?.central(self, didFailToConnect: peer, error: error)
     }
 
     /// A connection this client asked for is ready (its ATT MTU exchanged).
     public func device(_ device: HostDevice, didConnect connection: DeviceConnection) {
+        assertOnLoop()
         if let link = links[connection.peer], link.connection === connection {
             events?.central(self, didConnect: link)
             return
@@ -242,6 +281,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
+        assertOnLoop()
         guard let link = links[connection.peer], link.connection === connection else { return }
         links[connection.peer] = nil
         link.close()
@@ -258,16 +298,19 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     }
 
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {
+        assertOnLoop()
         events?.central(self, deviceDidClose: error)
     }
 
     /// The controller reset itself (the links were reported gone): off until it is back.
     public func deviceWillReset(_ device: HostDevice) {
+        assertOnLoop()
         deviceDidStop()
         events?.centralDeviceWillReset(self)
     }
 
     public func deviceDidReset(_ device: HostDevice) {
+        assertOnLoop()
         deviceDidStart(device)
         events?.centralDeviceDidReset(self)
     }
@@ -279,6 +322,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     /// Reads the RSSI of a link (dBm).
     public func readRSSI(of peer: LEAddress, completion: @escaping (Result<Int8, HCIError>) -> Void) {
+        assertOnLoop()
         guard let device else { return completion(.failure(.notSupported("the device is off"))) }
         guard let link = links[peer] else { return completion(.failure(.notSupported("the peer is not connected"))) }
         device.readRSSI(link.connection, completion: completion)
@@ -288,6 +332,7 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
     /// asks for security, as iOS does).
     public func openChannel(to peer: LEAddress, psm: UInt16,
                             completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void) {
+        assertOnLoop()
         guard let device, let link = links[peer] else { return completion(.failure(.disconnected)) }
         device.openChannel(on: link.connection, psm: psm) { result in
             completion(result.map { RoleChannel(channel: $0, peer: link.peer) })
@@ -296,9 +341,18 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
 
     /// Asks for a PHY both ways on a link (fire and forget: the peer may refuse).
     public func setPHY(of peer: LEAddress, _ phy: LEPHY) {
+        assertOnLoop()
         guard let link = links[peer] else { return }
         device?.setPHY(link.connection, tx: [phy], rx: [phy]) { [logger] result in
             if case .failure(let error) = result { logger.warning("LE Set PHY failed: \(error)") }
+        }
+    }
+
+    /// Asks for new connection parameters on a link (fire and forget: the peer may refuse).
+    public func updateParameters(of peer: LEAddress, _ parameters: ConnectionParameters) {
+        guard let link = links[peer] else { return }
+        device?.updateParameters(link.connection, parameters) { [logger] result in
+            if case .failure(let error) = result { logger.warning("connection parameter update failed: \(error)") }
         }
     }
 }

@@ -34,6 +34,10 @@ public final class ConnectionEvents: @unchecked Sendable {
     private var services: [LEAddress: Set<BluetoothUUID>] = [:]
     /// Peers whose services are remembered, at most (those connected are kept past it).
     static let rememberedPeers = 4096
+    /// Counts the times services were forgotten (past ``rememberedPeers``): what a caller told
+    /// at an earlier count it need not tell again while the count is the same (a scanner
+    /// hears the same services report after report).
+    public private(set) var forgetCount: UInt64 = 0
 
     public init() {}
 
@@ -58,6 +62,7 @@ public final class ConnectionEvents: @unchecked Sendable {
         guard !found.isEmpty else { return }
         if services[peer] == nil, services.count >= Self.rememberedPeers {
             services = services.filter { users[$0.key] != nil }
+            forgetCount &+= 1
         }
         services[peer, default: []].formUnion(found)
     }

@@ -132,6 +132,13 @@ extension PeripheralServiceEvents {
 /// Loop-confined once the device started, except `acceptUpdate` (the inbox behind its lock),
 /// which the app's threads call without waiting for the loop.
 public final class PeripheralService: HostDeviceClient, PeripheralRole, @unchecked Sendable {
+    /// Debug builds check that every entry point runs on the loop (issue 17); release builds
+    /// compile it away.
+    @inline(__always)
+    func assertOnLoop(file: StaticString = #file, line: UInt = #line) {
+        device?.loop.assertConfined("PeripheralService", file: file, line: line)
+    }
+
     @exclusivity(unchecked) public weak var events: PeripheralServiceEvents?
     /// `corebluetooth.api`: what the service drops or refuses.
     @exclusivity(unchecked) public var logger = StackLogging.standard.logger(.api)
@@ -223,6 +230,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     public var isOn: Bool { device != nil }
 
     public func deviceDidStart(_ device: HostDevice) {
+        assertOnLoop()
         self.device = device
         device.addClient(self, roles: .peripheral)
         gatt = device.gattServer
@@ -233,6 +241,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// stops, and the services are gone (the API side forgets them itself), as Core Bluetooth
     /// does below poweredOff.
     public func deviceDidStop() {
+        assertOnLoop()
         for link in Array(links.values) { closeLink(link) }
         device = nil
         gatt = nil
@@ -248,6 +257,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Publishes `definition` (its included services named by `includedKeys`, resolved here)
     /// under `key`: `didPublish` follows before this returns.
     public func publish(_ definition: GATTService, key: Int, includedKeys: [Int]) {
+        assertOnLoop()
         guard let device else { return }
         guard published[key] == nil else {
             events?.peripheral(self, didPublish: key, result: .failure(.alreadyPublished))
@@ -279,6 +289,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Removes the service published under `key` (not one another published service includes):
     /// `didUnpublish` follows before this returns.
     public func unpublish(_ key: Int) {
+        assertOnLoop()
         guard let device else { return }
         guard let record = published[key] else {
             events?.peripheral(self, didUnpublish: key, error: .notPublished)
@@ -299,6 +310,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
 
     /// Removes every published service (`didUnpublish` for each).
     public func unpublishAll() {
+        assertOnLoop()
         guard let device else { return }
         device.removeAllServices(for: self)
         for (key, record) in published { drop(key, record) }
@@ -319,6 +331,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// name still becomes the Device Name. `didStartAdvertising` follows.
     public func startAdvertising(name: String?, serviceUUIDs: [BluetoothUUID], manufacturerData: [UInt8]? = nil,
                                  raw: (advertisement: [UInt8], scanResponse: [UInt8])? = nil) {
+        assertOnLoop()
         guard let device, let gatt else { return }
         guard advertising == .off else {
             events?.peripheral(self, didStartAdvertising: .alreadyAdvertising, isOn: false)
@@ -370,6 +383,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     }
 
     public func stopAdvertising() {
+        assertOnLoop()
         events?.peripheralAdvertisingStopped(self)
         guard advertising != .off else { return }
         advertising = .off
@@ -382,6 +396,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Legacy connectable advertising stopped because a central connected: Core Bluetooth keeps
     /// advertising while connected, so it starts again unless the API side stopped it.
     public func deviceDidStopAdvertising(_ device: HostDevice) {
+        assertOnLoop()
         guard advertising == .on, let parameters = advertisingParameters else { return }
         device.startAdvertising(parameters, for: self) { [weak self] result in
             guard let self, case .failure(let error) = result, advertising == .on else { return }
@@ -397,6 +412,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
 
     /// A central connected to the device (every peripheral client of the device hears it).
     public func device(_ device: HostDevice, didConnect connection: DeviceConnection) {
+        assertOnLoop()
         _ = link(for: connection)
     }
 
@@ -417,22 +433,26 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     }
 
     public func device(_ device: HostDevice, didDisconnect connection: DeviceConnection, reason: HCIStatus) {
+        assertOnLoop()
         guard let link = links[ObjectIdentifier(connection.serverConnection)], link.connection === connection else { return }
         closeLink(link)
     }
 
     public func device(_ device: HostDevice, didClose error: HCITransportError?) {
+        assertOnLoop()
         events?.peripheral(self, deviceDidClose: error)
     }
 
     /// The controller reset itself (the links were reported gone; the device removed the
     /// services): off until it is back.
     public func deviceWillReset(_ device: HostDevice) {
+        assertOnLoop()
         deviceDidStop()
         events?.peripheralDeviceWillReset(self)
     }
 
     public func deviceDidReset(_ device: HostDevice) {
+        assertOnLoop()
         deviceDidStart(device)
         events?.peripheralDeviceDidReset(self)
     }
@@ -459,6 +479,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// `completion` runs before this returns.
     public func publishChannel(psm: UInt16?, requiresEncryption: Bool,
                                completion: @escaping (Result<UInt16, ChannelPublishError>) -> Void) {
+        assertOnLoop()
         guard let device else { return completion(.failure(.noFreePSM)) }
         completion(device.publishChannel(for: self, psm: psm, requiresEncryption: requiresEncryption))
     }
@@ -466,16 +487,19 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Stops accepting channels to `psm` (open ones stay). False when this service did not
     /// publish it. `completion` runs before this returns.
     public func unpublishChannel(_ psm: UInt16, completion: @escaping (Bool) -> Void) {
+        assertOnLoop()
         completion(device?.unpublishChannel(psm, for: self) ?? false)
     }
 
     public func device(_ device: HostDevice, didOpen channel: L2CAPCreditChannel, on connection: DeviceConnection, psm: UInt16) {
+        assertOnLoop()
         guard let link = link(for: connection) else { return channel.close() }
         events?.peripheral(self, central: link.central, didOpen: RoleChannel(channel: channel, peer: connection.peer))
     }
 
     /// Asks a connected central for a connection interval matching `latency`.
     public func setDesiredConnectionLatency(_ latency: PeripheralConnectionLatency, for central: Int) {
+        assertOnLoop()
         guard let device, let link = linksByCentral[central] else { return }
         // Intervals in 1.25 ms units, supervision timeout in 10 ms units. Ranges an iPhone or a
         // Mac accepts (Apple's accessory design guidelines: a minimum of at least 15 ms and a
@@ -495,6 +519,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
 
     public func device(_ device: HostDevice, read request: GATTReadRequest, on connection: DeviceConnection,
                        respond: @escaping (Result<[UInt8], ATTErrorCode>) -> Void) {
+        assertOnLoop()
         guard let link = link(for: connection), valueHandles.contains(request.handle) else {
             return respond(.failure(.unlikelyError))
         }
@@ -506,6 +531,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
 
     public func device(_ device: HostDevice, write requests: [GATTWriteRequest], on connection: DeviceConnection,
                        respond: @escaping (ATTErrorCode?) -> Void) {
+        assertOnLoop()
         guard let first = requests.first, let link = link(for: connection) else {
             return respond(.unlikelyError)
         }
@@ -527,6 +553,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Answers request `id`: `error` nil for success, with `value` (a read's bytes from its
     /// offset on). Unknown or already answered ids are ignored.
     public func answer(_ id: Int, error: ATTErrorCode?, value: [UInt8]?) {
+        assertOnLoop()
         guard let pending = pendingAnswers.removeValue(forKey: id) else { return }
         switch pending {
         case .read(_, let respond):
@@ -540,6 +567,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// have answered is gone (a daemon's client that left), and a central left without an answer
     /// would lose its link to the ATT timeout.
     public func answerPendingRequests(with error: ATTErrorCode) {
+        assertOnLoop()
         let pending = pendingAnswers.sorted { $0.key < $1.key }
         pendingAnswers = [:]
         for (_, answer) in pending {
@@ -554,6 +582,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
 
     public func device(_ device: HostDevice, subscriptionChanged configuration: GATTClientConfiguration,
                        from old: GATTClientConfiguration, forCharacteristic handle: ATTHandle, on connection: DeviceConnection) {
+        assertOnLoop()
         let link = configuration.isEmpty ? links[ObjectIdentifier(connection.serverConnection)] : self.link(for: connection)
         guard let link, link.connection === connection, valueHandles.contains(handle) else { return }
         if old.isEmpty && !configuration.isEmpty {
@@ -576,6 +605,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// subscribers in order (or keeps it for those that cannot take it yet). Values handed to
     /// every target now free their slots here; the others when the server reports them.
     public func drainInbox() {
+        assertOnLoop()
         inbox.withLock { $0.take(into: &drained) }
         var finished = 0
         for accepted in drained {

@@ -40,6 +40,8 @@ public protocol CentralRole: AnyObject, Sendable {
     func openChannel(to peer: LEAddress, psm: UInt16, completion: @escaping (Result<RoleChannel, ChannelOpenError>) -> Void)
     /// Asks for `phy` both ways on the link to `peer` (fire and forget).
     func setPHY(of peer: LEAddress, _ phy: LEPHY)
+    /// Asks for new connection parameters on the link to `peer` (fire and forget).
+    func updateParameters(of peer: LEAddress, _ parameters: ConnectionParameters)
 }
 
 /// One connection of a central role: the GATT client procedures on the peer's database, in

@@ -451,19 +451,25 @@ extension VirtualController {
     }
 
     private func advertisingSetEvent(_ handle: UInt8) {
-        guard var set = extended.sets[handle], set.enabled, let own = set.ownAddress else { return }
+        // Read from one copy, changed in place in the table: copying the set back in (its
+        // arrays, timers and parameters) cost more than the rest of a legacy event.
+        guard let index = extended.sets.index(forKey: handle) else { return }
+        let set = extended.sets.values[index]
+        guard set.enabled, let own = set.ownAddress else { return }
         // The duration runs from the start of the first advertising event.
-        if set.completedEvents == 0 && set.durationTimer == nil { set.durationTimer = scheduleDuration(handle, set.duration) }
-        set.lastEventAt = loop.now
-        set.completedEvents += 1
-        extended.sets[handle] = set
+        if set.completedEvents == 0 && set.durationTimer == nil {
+            extended.sets.values[index].durationTimer = scheduleDuration(handle, set.duration)
+        }
+        extended.sets.values[index].lastEventAt = loop.now
+        extended.sets.values[index].completedEvents += 1
+        let completed = set.completedEvents + 1
         if let type = set.legacyType {
             radio.transmit(Self.legacyAdvertisingPDU(type, own: own, peer: set.targetAddress ?? set.peer, data: set.data),
                            from: radioID)
         } else {
             transmitChain(extendedAdvertisingEvent(set, own: own))
         }
-        if set.maxEvents > 0 && set.completedEvents >= Int(set.maxEvents) {
+        if set.maxEvents > 0 && completed >= Int(set.maxEvents) {
             return terminateAdvertisingSet(handle, status: .limitReached)
         }
         let interval = Int64(set.parameters.primaryAdvertisingIntervalMin) * 625
@@ -575,9 +581,14 @@ extension VirtualController {
 
     /// The enabled set with this address that advertised most recently and takes `request`.
     func advertisingSet(for advA: LEAddress, legacy: Bool, where accepts: (AdvertisingSet) -> Bool) -> AdvertisingSet? {
-        extended.sets.values
-            .filter { $0.enabled && $0.isLegacy == legacy && $0.ownAddress == advA && accepts($0) }
-            .max { ($0.lastEventAt ?? .zero) < ($1.lastEventAt ?? .zero) }
+        // No array of copies (a filter made one per scan request): each set is looked at once.
+        var best: AdvertisingSet?
+        for set in extended.sets.values where set.enabled && set.isLegacy == legacy && set.ownAddress == advA && accepts(set) {
+            // The first of the most recent, as `max` picks.
+            if let current = best, (current.lastEventAt ?? .zero) >= (set.lastEventAt ?? .zero) { continue }
+            best = set
+        }
+        return best
     }
 
     func acceptsScanRequest(_ set: AdvertisingSet, from scanner: HeardAddress) -> Bool {

@@ -24,10 +24,6 @@ struct ExtendedScanState {
         var adi: UInt16?
     }
 
-    func entry(for phy: LEPHY) -> LESetExtendedScanParameters.ScanningPHY? {
-        parameters.scanningPHYs.first { $0.phy == phy }
-    }
-
     mutating func cancelTimers() {
         durationTimer?.cancel()
         durationTimer = nil
@@ -213,8 +209,15 @@ extension VirtualController {
 
     /// Whether the scanner listens on `phy`'s primary channels now: inside a scan duration and
     /// that PHY's window (each PHY's windows count from the start of the scan period).
+    /// The scan parameters for `phy`, read in place (a method of the scan state copied all of
+    /// it, its duplicate set and outstanding requests, on every PDU heard).
+    private func scanEntry(for phy: LEPHY) -> LESetExtendedScanParameters.ScanningPHY? {
+        for entry in extended.scan.parameters.scanningPHYs where entry.phy == phy { return entry }
+        return nil
+    }
+
     private func scanReceiverOpen(_ phy: LEPHY) -> Bool {
-        guard scanning.enabled, extended.scan.receiving, let entry = extended.scan.entry(for: phy) else { return false }
+        guard scanning.enabled, extended.scan.receiving, let entry = scanEntry(for: phy) else { return false }
         return Self.scanWindowOpen(interval: entry.scanInterval, window: entry.scanWindow,
                                    since: extended.scan.periodStart, now: loop.now)
     }
@@ -274,7 +277,7 @@ extension VirtualController {
         let key = ExtendedScanState.DuplicateKey(address: advertiser, eventType: eventType.rawValue, adi: nil)
         if !isDuplicate(key) { sendExtendedReports(report, data: data, truncated: false) }
         let scannable = eventType.contains(.scannable) && !eventType.contains(.scanResponse)
-        if scannable && extended.scan.entry(for: .le1M)?.scanType == .active {
+        if scannable && scanEntry(for: .le1M)?.scanType == .active {
             let responseKey = ExtendedScanState.DuplicateKey(
                 address: advertiser, eventType: eventType.union(.scanResponse).rawValue, adi: nil)
             if !isReported(responseKey) {
@@ -337,7 +340,7 @@ extension VirtualController {
         }
         // Active scanning asks a scannable set for its scan response (AUX_SCAN_REQ).
         let primary = state.primaryPHY
-        guard state.mode == .scannable, extended.scan.entry(for: primary)?.scanType == .active,
+        guard state.mode == .scannable, scanEntry(for: primary)?.scanType == .active,
               let advertiser, let fallback = scanning.ownAddress else { return }
         let advA = advertiser.onAir
         let own = privateOwnAddress(extended.scan.parameters.ownAddressType, toward: advertiser.entry) ?? fallback

@@ -120,8 +120,14 @@ final class BenchPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked S
     func peripheralManagerIsReady(toUpdateSubscribers peripheral: CBPeripheralManager) { pump() }
 
     /// Sends `count` notifications of `value` (endless when nil), honouring back-pressure.
+    ///
+    /// The first values go before this returns (`sync`), while the driving thread still holds
+    /// a virtual clock: a block merely queued here is not a delegate callback, so the clock
+    /// would not wait for it, and the radio's time could run out (the timed window pass, the
+    /// 3,600 s timeout strike) before the queue's thread ran it — the stall that made
+    /// `timed_fraction_of_ceiling` read 0.
     func startNotifying(_ value: Data, count: Int?) {
-        queue.async { [self] in
+        queue.sync { [self] in
             self.value = value
             sent = 0
             target = count ?? .max
@@ -169,6 +175,14 @@ final class BenchCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelega
         targetName = name
         super.init()
         manager = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: self, queue: queue) }
+    }
+
+    /// A central made with `options` (`CBManagerOptionLinuxTransportKey: "daemon:PATH"`: on
+    /// `corebluetoothd`).
+    init(options: [String: Any], connectingTo name: String = "bench") {
+        targetName = name
+        super.init()
+        manager = CBCentralManager(delegate: self, queue: queue, options: options)
     }
 
     func centralManagerDidUpdateState(_ central: CBCentralManager) {
@@ -221,8 +235,9 @@ final class BenchCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelega
 
     // Writes without response, as fast as canSendWriteWithoutResponse allows.
 
+    /// The first writes go before this returns (`sync`: see `BenchPeripheral.startNotifying`).
     func startWriting(_ value: Data, count: Int) {
-        queue.async { [self] in
+        queue.sync { [self] in
             writeValue = value
             writesLeft = count
             pumpWrites()
@@ -244,8 +259,9 @@ final class BenchCentral: NSObject, CBCentralManagerDelegate, CBPeripheralDelega
 
     // Reads, one after another.
 
+    /// The first read goes before this returns (`sync`: see `BenchPeripheral.startNotifying`).
     func startReading(count: Int) {
-        queue.async { [self] in
+        queue.sync { [self] in
             mode = .reads
             roundTrips.removeAll(keepingCapacity: true)
             roundTrips.reserveCapacity(count)

@@ -71,10 +71,13 @@ if let index = argumentList.firstIndex(of: "--connections-child") {
     connectionsChild = n
     argumentList.removeSubrange(index...index + 1)
 }
-/// `--only NAME` runs one group (decode, pair, notify, adv, timed, conn, bumble, channel): for profiling.
+/// `--only NAME` runs one group (decode, pair, notify, adv, timed, fleet, daemon, conn, bumble,
+/// channel): for profiling.
 let only: String? = {
     guard let index = argumentList.firstIndex(of: "--only") else { return nil }
-    guard index + 1 < argumentList.count else { fail("--only needs a workload: decode, pair, notify, adv, timed, conn, bumble, channel") }
+    guard index + 1 < argumentList.count else {
+        fail("--only needs a workload: decode, pair, notify, adv, timed, fleet, daemon, conn, bumble, channel")
+    }
     defer { argumentList.removeSubrange(index...index + 1) }
     return argumentList[index + 1]
 }()
@@ -132,6 +135,24 @@ if selected("adv") {
 if selected("timed") {
     progress("timed air")
     figures += apiTimedThroughput(virtualSeconds: pick(10, 2, 1))
+}
+if selected("fleet") {
+    progress("timed air, a fleet: 100 advertisers, 10 links notifying every 7.5 ms")
+    figures += apiFleetTimed(advertisers: pick(100, 100, 10), connections: pick(10, 10, 2), virtualSeconds: pick(10, 2, 1))
+}
+if selected("daemon") {
+    // Beside the in-process rate of the same run (measured here when `pair` did not run).
+    var inProcess = figures.first { $0.name == "notify_20B_per_s" }?.value
+    if inProcess == nil {
+        progress("API pair: notify 20 B (in process, for the daemon's comparison)")
+        let pair = BenchPair()
+        _ = apiNotify(pair, count: pick(2_000, 2_000, 100), size: 20)
+        let inProcessFigures = apiNotify(pair, count: pick(300_000, 50_000, 1_000), size: 20)
+        figures += inProcessFigures
+        inProcess = inProcessFigures.first?.value
+    }
+    progress("corebluetoothd: notify 20 B to a daemon client")
+    figures += apiDaemonNotify(count: pick(100_000, 20_000, 500), inProcess: inProcess)
 }
 
 /// Children (workload 6, Bumble) that failed: the run exits with status 1 after its table.

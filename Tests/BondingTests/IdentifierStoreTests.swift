@@ -153,6 +153,28 @@ struct IdentifierStoreTests {
         #expect(store.assignIdentifier(for: Addresses.resolvable(2), reusing: kept) == kept)
     }
 
+    @Test func markingSeenMakesNothingAndCountsAsASighting() {
+        let clock = TestClock()
+        let store = IdentifierStore(fileURL: nil, capacity: 4, privateCapacity: 2, seenGranularity: 1, now: clock.now)
+        // Nothing handed out: nil, and still nothing.
+        #expect(store.identifierMarkingSeen(for: Addresses.publicOne) == nil)
+        #expect(store.identifierMarkingSeen(for: Addresses.resolvable) == nil)
+        #expect(store.entries.isEmpty && store.privateCount == 0)
+
+        let identity = store.assignIdentifier(for: Addresses.publicOne)
+        clock.advance(10)
+        #expect(store.identifierMarkingSeen(for: LEAddress(.publicIdentity, Addresses.publicOne.address)) == identity)
+        #expect(store.entries[Addresses.publicOne]?.lastSeen == clock.now())
+
+        // A private address marked seen is the most recently used: the other one goes first.
+        let first = store.assignIdentifier(for: Addresses.resolvable(1))
+        _ = store.assignIdentifier(for: Addresses.resolvable(2))
+        #expect(store.identifierMarkingSeen(for: Addresses.resolvable(1)) == first)
+        _ = store.assignIdentifier(for: Addresses.resolvable(3))
+        #expect(store.identifier(for: Addresses.resolvable(1)) == first)
+        #expect(store.identifier(for: Addresses.resolvable(2)) == nil)
+    }
+
     @Test func changesInARowAreOneWriteAndSightingsWithinTheGranularityNone() throws {
         let dir = try TemporaryDirectory()
         let url = dir.url.appendingPathComponent("identifiers.json")

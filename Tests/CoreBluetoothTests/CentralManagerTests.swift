@@ -381,6 +381,24 @@ final class CentralFixture: @unchecked Sendable {
         #expect((-100 ... -20).contains(value))
     }
 
+    @Test func linuxSetConnectionIntervalMovesTheLinkAndRefusesWhatTheLinkLayerCannotDo() throws {
+        let fixture = try CentralFixture()
+        let peripheral = try fixture.connectedSensor()
+        // 7.5 ms: six 1.25 ms steps, below the 15 ms floor of the peripheral manager's latency.
+        // No delegate callback follows a parameter update: time runs, then the peer's link is read.
+        peripheral.linuxSetConnectionInterval(0.0075)
+        fixture.radio.run(for: .seconds(1))
+        #expect(fixture.device.snapshot { $0.connection?.interval } == 6)
+        peripheral.linuxSetConnectionInterval(0.1)
+        fixture.radio.run(for: .seconds(2))
+        #expect(fixture.device.snapshot { $0.connection?.interval } == 80)
+        peripheral.linuxSetConnectionInterval(0.005)
+        peripheral.linuxSetConnectionInterval(.nan)
+        #expect(APIMisuse.reports.contains { $0.contains("linuxSetConnectionInterval(_:) with 0.005 s") })
+        fixture.radio.run(for: .seconds(1))
+        #expect(fixture.device.snapshot { $0.connection?.interval } == 80)
+    }
+
     @Test func callsNeedAConnection() throws {
         let fixture = try CentralFixture()
         fixture.central.scanForPeripherals(withServices: nil)

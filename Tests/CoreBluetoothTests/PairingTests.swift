@@ -151,7 +151,7 @@ private final class PairingRig: @unchecked Sendable {
     }
 }
 
-@Suite struct PairingTests {
+@Suite(.disabled(if: DaemonMode.isOn, "pairing prompts and bonds (linuxPairingAgent, linuxPair, linuxBonds, out-of-band data) do not cross corebluetoothd yet (branch dl2 adds them)")) struct PairingTests {
     @Test func aProtectedCharacteristicIsReadAndWrittenWithNoPairingCallThenAgainOverTheBond() throws {
         let capture = temporaryPath("pairing-central.btsnoop")
         defer { try? FileManager.default.removeItem(atPath: capture) }
@@ -271,7 +271,7 @@ private final class OutOfBandAgent: CBPairingAgent, @unchecked Sendable {
     }
 }
 
-@Suite struct OutOfBandPairingTests {
+@Suite(.disabled(if: DaemonMode.isOn, "pairing prompts and bonds (linuxPairingAgent, linuxPair, linuxBonds, out-of-band data) do not cross corebluetoothd yet (branch dl2 adds them)")) struct OutOfBandPairingTests {
     @Test func outOfBandDataFromThePeripheralAuthenticatesThePairingWithoutAnyInputOrOutput() throws {
         let rig = try PairingRig()
         let data = try #require(rig.peripheralManager.linuxMakeOutOfBandData())
@@ -302,7 +302,7 @@ private final class OutOfBandAgent: CBPairingAgent, @unchecked Sendable {
     }
 }
 
-@Suite struct LinuxBondTests {
+@Suite(.disabled(if: DaemonMode.isOn, "pairing prompts and bonds (linuxPairingAgent, linuxPair, linuxBonds, out-of-band data) do not cross corebluetoothd yet (branch dl2 adds them)")) struct LinuxBondTests {
     @Test func pairingUpFrontListsTheBondOnBothSidesAndForgettingItMeansPairingAgain() throws {
         let rig = try PairingRig()
         let agent = ScriptedPairingAgent(.noInputNoOutput)
@@ -331,7 +331,7 @@ private final class OutOfBandAgent: CBPairingAgent, @unchecked Sendable {
     }
 }
 
-@Suite struct PrivacyIdentifierTests {
+@Suite(.disabled(if: DaemonMode.isOn, "pairing prompts and bonds (linuxPairingAgent, linuxPair, linuxBonds, out-of-band data) do not cross corebluetoothd yet (branch dl2 adds them)")) struct PrivacyIdentifierTests {
     /// The address a central's (only) link was made to on the air, read on the device's loop.
     private func peerOnAir(of manager: CBManager) -> LEAddress? {
         guard let device = manager.device else { return nil }

@@ -391,11 +391,15 @@ private func makeService() -> CBMutableService {
         #expect(APIMisuse.reports.contains { $0.contains("remove(_:) of service 180F") })
         rig.manager.remove(outer)
         rig.manager.remove(inner)
+        // Removing has no callback, and through a daemon it reaches the database a message
+        // later (as through bluetoothd): let the calls land before the central looks.
+        rig.radio.run(for: .milliseconds(1))
         let left = try central.await { device, done in device.client!.discoverPrimaryServices(completion: done) }
         #expect(left.map(\.uuid) == [.genericAccessService, .genericAttributeService])
         rig.add(inner)
         rig.add(makeService())
         rig.manager.removeAllServices()
+        rig.radio.run(for: .milliseconds(1))
         let none = try central.await { device, done in device.client!.discoverPrimaryServices(completion: done) }
         #expect(none.count == 2)
     }
@@ -805,7 +809,8 @@ private func makeService() -> CBMutableService {
 
     // MARK: State
 
-    @Test func callsBeforePoweredOnAreIgnored() throws {
+    @Test(.disabled(if: DaemonMode.isOn, "blocks the radio's loop while the manager is made (a test daemon starts its controller on that loop first), then uses linuxSetVirtualPower, which toggles an in-process controller only"))
+    func callsBeforePoweredOnAreIgnored() throws {
         let radio = CBVirtualRadio(clock: .virtual)
         // The radio's loop is kept busy, so the device cannot power on before the calls.
         let gate = DispatchSemaphore(value: 0)
@@ -840,7 +845,8 @@ private func makeService() -> CBMutableService {
         #expect(recorder.log.all == ["state 5", "state 4"])
     }
 
-    @Test func powerOffEndsConnectionsAdvertisingAndTheDatabase() throws {
+    @Test(.disabled(if: DaemonMode.isOn, "linuxSetVirtualPower toggles an in-process virtual controller; a daemon's controller is the daemon's (no power cycling through the protocol)"))
+    func powerOffEndsConnectionsAdvertisingAndTheDatabase() throws {
         let rig = try Rig()
         let service = makeService()
         rig.add(service)
@@ -863,7 +869,8 @@ private func makeService() -> CBMutableService {
         #expect(rig.add(service) == nil)
     }
 
-    @Test func publishingL2CAPChannelsAllocatesDynamicPSMsAndUnpublishingFreesThem() throws {
+    @Test(.disabled(if: DaemonMode.isOn, "L2CAP channels do not cross corebluetoothd yet (branch dl2 adds them)"))
+    func publishingL2CAPChannelsAllocatesDynamicPSMsAndUnpublishingFreesThem() throws {
         let rig = try Rig()
         rig.manager.publishL2CAPChannel(withEncryption: false)
         rig.manager.publishL2CAPChannel(withEncryption: true)

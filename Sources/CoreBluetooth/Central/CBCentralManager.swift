@@ -10,6 +10,7 @@ import HostStack
 import RemoteRoles
 import RoleServices
 import SMP
+import Scheduling
 
 /// Options for `registerForConnectionEvents(options:)`.
 public struct CBConnectionEventMatchingOption: Hashable, RawRepresentable, Sendable {
@@ -39,9 +40,15 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     private var isScanningStorage = false
     /// The peripheral objects the app holds, by identifier (the manager does not keep them
     /// alive, as on iOS: releasing one cancels its connection).
-    private var peripheralObjects: [UUID: WeakPeripheral] = [:]
-    /// Released objects' entries are dropped when the map grows past this.
-    private var pruneThreshold = 64
+    /// Keyed by the identifier's bits (`IntegerKeyMap`: every report looks here, and a
+    /// `Dictionary` hashes all 16 bytes with SipHash). Guarded by the object lock, so without
+    /// the runtime's exclusivity checks.
+    @exclusivity(unchecked) private var peripheralObjects = IntegerKeyMap<PeripheralKey, WeakPeripheral>()
+    /// Released objects' entries are dropped when the map grows past this (guarded likewise).
+    @exclusivity(unchecked) private var pruneThreshold = CBCentralManager.minimumPruneThreshold
+    /// Entries kept before the first pruning, and at least after each: small, as a device seen
+    /// for the first time walks the table (``livePeripheral(at:)``).
+    private static let minimumPruneThreshold = 64
     /// The central role on the device's loop (a client of the device while it is on), and
     /// what turns its events (values) into objects and delegate calls.
     private let service = CentralService()
@@ -57,6 +64,15 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     private struct WeakPeripheral {
         weak var object: CBPeripheral?
+    }
+
+    /// An identifier as an `IntegerKeyMap` key: its two halves folded (identifiers are random,
+    /// and equal keys are compared whole).
+    private struct PeripheralKey: IntegerMapKey {
+        let identifier: UUID
+        var integerMapBits: UInt64 {
+            withUnsafeBytes(of: identifier.uuid) { $0.loadUnaligned(as: UInt64.self) ^ $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self) }
+        }
     }
 
     /// Who hears about state, discoveries and connections (held weakly).
@@ -252,22 +268,34 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// The peripheral object for the device at `address`: the one the app holds, or a new one
     /// (whose identifier the store then keeps).
     func peripheral(for address: LEAddress, advertisedName: String? = nil,
-                    advertisedServices: [BluetoothUUID] = []) -> CBPeripheral {
-        // An object the app still holds whose store entry was evicted keeps its identifier.
-        let held = identifiers.identifier(for: address) == nil ? synchronized { livePeripheral(at: address) } : nil
-        let identifier = identifiers.assignIdentifier(for: address, reusing: held?.identifier)
+                    advertisedServices: Set<BluetoothUUID> = []) -> CBPeripheral {
+        let store = identifiers
+        // One look-up (and mark) for a device the store knows: every report but the first.
+        var held: CBPeripheral?
+        let identifier: UUID
+        if let known = store.identifierMarkingSeen(for: address) {
+            identifier = known
+        } else {
+            // An object the app still holds whose store entry was evicted keeps its identifier.
+            held = synchronized { livePeripheral(at: address) }
+            identifier = store.assignIdentifier(for: address, reusing: held?.identifier)
+        }
+        let key = PeripheralKey(identifier: identifier)
         return synchronized {
-            if let existing = peripheralObjects[identifier]?.object ?? held {
+            if let existing = peripheralObjects[key]?.object ?? held {
                 existing.advertisementSeen(name: advertisedName, services: advertisedServices)
                 existing.moveIfDisconnected(to: address)
                 return existing
             }
             let peripheral = CBPeripheral(identifier: identifier, address: address, name: advertisedName, manager: self)
-            peripheral.advertisedServiceUUIDs = Set(advertisedServices)
-            peripheralObjects[identifier] = WeakPeripheral(object: peripheral)
+            peripheral.advertisedServiceUUIDs = advertisedServices
+            peripheralObjects[key] = WeakPeripheral(object: peripheral)
             if peripheralObjects.count > pruneThreshold {
-                peripheralObjects = peripheralObjects.filter { $0.value.object != nil }
-                pruneThreshold = max(64, 2 * peripheralObjects.count)
+                // Removed in place: the table keeps its slots (a new one grew again from 8
+                // slots, unspecialised, each time).
+                let released = peripheralObjects.compactMap { $0.value.object == nil ? $0.key : nil }
+                for key in released { peripheralObjects.removeValue(forKey: key) }
+                pruneThreshold = max(Self.minimumPruneThreshold, 2 * peripheralObjects.count)
             }
             return peripheral
         }
@@ -277,21 +305,24 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// identifier).
     func existingPeripheral(for address: LEAddress) -> CBPeripheral? {
         let identifier = identifiers.identifier(for: address)
-        return synchronized { identifier.flatMap { peripheralObjects[$0]?.object } ?? livePeripheral(at: address) }
+        return synchronized { identifier.flatMap { peripheralObjects[PeripheralKey(identifier: $0)]?.object } ?? livePeripheral(at: address) }
     }
 
     /// Under the lock: a held object at `address`, looked for one by one (when the store has
     /// no entry for the address, evicted while the app held the object).
     private func livePeripheral(at address: LEAddress) -> CBPeripheral? {
         let address = address.normalized
-        return peripheralObjects.values.lazy.compactMap(\.object).first { $0.addressStorage.normalized == address }
+        for (_, entry) in peripheralObjects {
+            if let object = entry.object, object.addressStorage.normalized == address { return object }
+        }
+        return nil
     }
 
     private func livePeripherals() -> [CBPeripheral] {
         synchronized { peripheralObjects.values.compactMap(\.object) }
     }
 
-    private var identifiers: IdentifierStore { device?.identifiers ?? .persistent }
+    private var identifiers: IdentifierStore { identifierStore }
 
     /// A peripheral object went away: its connection, or pending connection, is cancelled.
     func peripheralReleased(address: LEAddress) {

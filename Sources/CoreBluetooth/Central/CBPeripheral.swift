@@ -731,8 +731,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     }
 
     /// An advertisement seen while scanning (called with the object lock held).
-    func advertisementSeen(name: String?, services: [BluetoothUUID]) {
-        advertisedServiceUUIDs.formUnion(services)
+    func advertisementSeen(name: String?, services: Set<BluetoothUUID>) {
+        // The same set as last time (shared storage) compares at once: no hashing per report.
+        if !services.isEmpty, advertisedServiceUUIDs != services { advertisedServiceUUIDs.formUnion(services) }
         guard let name, !hasGAPName, nameStorage != name else { return }
         let hadName = nameStorage != nil
         nameStorage = name
@@ -854,5 +855,24 @@ extension CBPeripheral {
         case .leCoded: .leCoded
         }
         onLink { link, service in service.setPHY(of: link.peer, wanted) }
+    }
+
+    /// **Linux extension.** Asks for a connection interval of `interval` seconds (7.5 ms to
+    /// 4 s, rounded to the link layer's 1.25 ms steps), no peripheral latency, a supervision
+    /// timeout of 5 s (or just over two intervals, if longer): what a simulated fleet or a throughput test needs, below the 15 ms floor of
+    /// ``CBPeripheralManager/setDesiredConnectionLatency(_:for:)``. Fire and forget: the
+    /// controller or the peer may refuse, and the link then keeps its interval. Not passed on
+    /// by `corebluetoothd` yet.
+    public func linuxSetConnectionInterval(_ interval: TimeInterval) {
+        guard requireConnected("linuxSetConnectionInterval(_:)") else { return }
+        guard interval.isFinite, (0.0075...4.0).contains(interval) else {
+            APIMisuse.report("linuxSetConnectionInterval(_:) with \(interval) s, outside 7.5 ms–4 s")
+            return
+        }
+        let units = UInt16((interval / 0.00125).rounded())
+        // The supervision timeout must exceed two intervals.
+        let timeout = max(0x01F4, units / 4 + 1)
+        let parameters = ConnectionParameters(intervalMin: units, intervalMax: units, latency: 0, timeout: timeout)
+        onLink { link, service in service.updateParameters(of: link.peer, parameters) }
     }
 }

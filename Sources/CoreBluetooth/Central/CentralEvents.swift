@@ -6,6 +6,7 @@ import HCI
 import HCITransport
 import HostDevice
 import RoleServices
+import Scheduling
 
 /// The API side of the central role: turns the role service's events (addresses, advertising
 /// data, errors — values) into `CBPeripheral` objects, Apple's dictionaries and errors, and
@@ -22,18 +23,37 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
     /// is reported, so the dictionary (a walk of every field, an object per value) is made
     /// again only when what the peer sends changes. Its values are immutable (NSNumber,
     /// String, Data, CBUUID and collections of them), so deliveries can share them.
-    private var advertisements: [LEAddress: MadeAdvertisement] = [:]
+    @exclusivity(unchecked) private var advertisements = IntegerKeyMap<AddressKey, MadeAdvertisement>()
     /// Peers whose dictionary is kept, at most; past it the cache starts again.
     static let cachedAdvertisements = 4096
 
-    private struct MadeAdvertisement {
+    private final class MadeAdvertisement {
         let advertisement: [UInt8]
         let scanResponse: [UInt8]?
         let isConnectable: Bool
         let services: [BluetoothUUID]
+        /// `services` as the set each `CBPeripheral` keeps (made once, shared).
+        let serviceSet: Set<BluetoothUUID>
         let name: String?
         let dictionary: [String: Any]
+        /// `connectionEvents.forgetCount` when `services` were last told to it (loop-confined).
+        @exclusivity(unchecked) var learnedAt: UInt64?
+
+        init(advertisement: [UInt8], scanResponse: [UInt8]?, isConnectable: Bool, services: [BluetoothUUID], name: String?,
+             dictionary: [String: Any]) {
+            self.advertisement = advertisement
+            self.scanResponse = scanResponse
+            self.isConnectable = isConnectable
+            self.services = services
+            serviceSet = Set(services)
+            self.name = name
+            self.dictionary = dictionary
+        }
     }
+
+    /// One `NSNumber` per RSSI value (-128...127), made once: immutable, shared by every
+    /// report instead of one made per report.
+    private static let rssiNumbers = Unchecked((-128...127).map { NSNumber(value: $0) })
 
     /// The role's connections are gone for it (its device stopped, or the manager went).
     func releaseConnections() {
@@ -46,21 +66,27 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
                  raw: (advertisement: [UInt8], scanResponse: [UInt8]?), isConnectable: Bool, rssi: Int8?) {
         // `data` is the parse of `raw` (the advertisement, then the scan response): the same
         // bytes make the same dictionary.
+        let key = AddressKey(peer)
         let made: MadeAdvertisement
-        if let last = advertisements[peer], last.isConnectable == isConnectable, last.advertisement == raw.advertisement,
+        let last = advertisements[key]
+        if let last, last.isConnectable == isConnectable, last.advertisement == raw.advertisement,
            last.scanResponse == raw.scanResponse {
             made = last
         } else {
             made = Self.make(data, raw: raw, isConnectable: isConnectable)
-            if advertisements.count >= Self.cachedAdvertisements && advertisements[peer] == nil { advertisements = [:] }
-            advertisements[peer] = made
+            if advertisements.count >= Self.cachedAdvertisements && last == nil { advertisements = [:] }
+            advertisements[key] = made
         }
-        connectionEvents?.learned(made.services, of: peer)
+        // Told again only when these services are new to it or it forgot some since.
+        if let connectionEvents, made.learnedAt != connectionEvents.forgetCount {
+            connectionEvents.learned(made.services, of: peer)
+            made.learnedAt = connectionEvents.forgetCount
+        }
         guard let manager else { return }
-        let peripheral = manager.peripheral(for: peer, advertisedName: made.name, advertisedServices: made.services)
+        let peripheral = manager.peripheral(for: peer, advertisedName: made.name, advertisedServices: made.serviceSet)
         let dictionary = Unchecked(made.dictionary)
         // 127: the controller could not measure it.
-        let rssi = NSNumber(value: Int(rssi ?? 127))
+        let rssi = Self.rssiNumbers.value[Int(rssi ?? 127) + 128]
         manager.deliver { manager, delegate in
             delegate.centralManager(manager, didDiscover: peripheral, advertisementData: dictionary.value, rssi: rssi)
         }

@@ -50,7 +50,7 @@ extension CBManager {
     /// **Linux extension.** The devices this manager's controller is bonded with (shared by
     /// every manager on that controller). Empty until powered on.
     public var linuxBonds: [CBLinuxBond] {
-        let identifiers = device?.identifiers ?? .persistent
+        let identifiers = identifierStore
         return onHostDevice([]) { hostDevice in
             hostDevice.bonds.bonds.map { bond in
                 let key = bond.centralLTK ?? bond.peripheralLTK
@@ -70,7 +70,7 @@ extension CBManager {
     /// Device" does on iOS): its keys and what this device kept for it. False when there was none.
     @discardableResult
     public func linuxRemoveBond(_ identifier: UUID) -> Bool {
-        let identifiers = device?.identifiers ?? .persistent
+        let identifiers = identifierStore
         guard let address = identifiers.address(for: identifier) else { return false }
         return onHostDevice(false) { hostDevice in
             let bond = hostDevice.bonds.bonds.first { $0.matches(address) || $0.peerIdentity.address == address.address }

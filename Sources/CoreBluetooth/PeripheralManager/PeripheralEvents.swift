@@ -204,7 +204,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
 
     func peripheral(_ roleService: any PeripheralRole, centralConnected central: Int, peer: LEAddress, mtu: Int) {
         guard let manager else { return }
-        centrals[central] = CBCentral(identifier: (manager.device?.identifiers ?? .persistent).assignIdentifier(for: peer),
+        centrals[central] = CBCentral(identifier: manager.identifierStore.assignIdentifier(for: peer),
                                       centralID: central, maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu))
     }
 
@@ -308,7 +308,7 @@ extension PeripheralEvents {
     /// with Apple's keys.
     func restore(_ restored: RemotePeripheralRole.Restored) -> [String: Any] {
         guard let manager else { return [:] }
-        let identifiers = manager.device?.identifiers ?? .persistent
+        let identifiers = manager.identifierStore
         for central in restored.centrals {
             let id = Int(central.central)
             centrals[id] = CBCentral(identifier: identifiers.assignIdentifier(for: central.peer), centralID: id,

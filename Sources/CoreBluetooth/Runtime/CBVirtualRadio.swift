@@ -141,6 +141,13 @@ public final class CBVirtualRadio: @unchecked Sendable {
         return VirtualController(radio: radio, address: BluetoothAddress(value: value), position: position)
     }
 
+    /// For the package's tools that put a host of their own on the radio (cbbench's
+    /// `corebluetoothd` workload: the daemon's device beside in-process managers): a new
+    /// device's controller on this radio, and the loop its host must run on.
+    package func makeHostController() -> (controller: VirtualController, loop: EventLoop) {
+        (makeController(position: RadioPosition()), loop)
+    }
+
     // MARK: Driving time (virtual clock)
 
     /// Lets the radio's time run until `condition` holds, checking it after every delegate

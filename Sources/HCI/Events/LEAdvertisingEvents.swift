@@ -281,6 +281,10 @@ public struct LEExtendedAdvertisingReport: LEMetaEventParameters, Hashable {
     /// A report without data: 2 + 1 + 6 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 6 + 1 octets.
     private static let minimumReportSize = 24
 
+    public var encodedParametersSize: Int {
+        reports.reduce(1) { $0 + Self.minimumReportSize + $1.data.count }
+    }
+
     public init(decodingParameters reader: inout ByteReader) throws {
         let count = Int(try reader.u8())
         guard reader.remaining >= count * Self.minimumReportSize else {
