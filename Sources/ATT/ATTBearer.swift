@@ -90,8 +90,14 @@ public final class ATTBearer: @unchecked Sendable {
     @exclusivity(unchecked) private weak var channel: (any ATTChannel)?
     /// `corebluetooth.att` (tagged with the link by its owner): timeouts, error responses, and
     /// what the bearer drops or rejects. Never a copy per PDU: messages are built only when
-    /// their level is on.
-    @exclusivity(unchecked) public var logger: Logger
+    /// their level is on. Made when first used (``logSource``): a bearer that never logs makes
+    /// none.
+    public var logger: Logger {
+        get { logSource.logger }
+        set { logSource.logger = newValue }
+    }
+    /// Where `logger` comes from: the owner sets its link's (``LazyLogger/init(_:link:)``).
+    @exclusivity(unchecked) public var logSource: LazyLogger
 
     // MARK: Configuration
 
@@ -206,11 +212,12 @@ public final class ATTBearer: @unchecked Sendable {
     @exclusivity(unchecked) private var outstandingIndication: (indication: PendingIndication, timer: TimerHandle)?
 
     /// A bearer on `channel`, which it takes over (its `onReceive`, `onClose`, `onCanSendMore`).
-    /// The channel is held weakly: its link owns it. `logger`: the owner's, tagged with the link.
-    public init(channel: any ATTChannel, loop: EventLoop, logger: Logger = StackLogging.standard.logger(.att)) {
+    /// The channel is held weakly: its link owns it. `logger`: the owner's, tagged with the link
+    /// (nil: ``StackLogging/standard``'s, made if the bearer logs).
+    public init(channel: any ATTChannel, loop: EventLoop, logger: Logger? = nil) {
         self.channel = channel
         self.loop = loop
-        self.logger = logger
+        logSource = logger.map { LazyLogger($0) } ?? LazyLogger(standard: .att)
         channel.onReceive = { [weak self] in self?.receive($0) }
         channel.onClose = { [weak self] in self?.shutDown(.disconnected) }
         channel.onCanSendMore = { [weak self] in self?.channelCanSendMore() }
