@@ -141,7 +141,7 @@ public final class ATTBearer: @unchecked Sendable {
         /// Sent again after the link's security was raised; not retried a second time.
         var isRetry = false
     }
-    @exclusivity(unchecked) private var waitingRequests = RingBuffer<PendingRequest>()
+    @exclusivity(unchecked) private var waitingRequests = RingBuffer<PendingRequest>(capacity: 4)
     @exclusivity(unchecked) private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
     @exclusivity(unchecked) private var refusedUnacknowledged = false
 
@@ -198,7 +198,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// Each Write Command. (Signed Write Commands are dropped until signing exists.)
     @exclusivity(unchecked) public var onCommand: ((ATTPDU) -> Void)?
 
-    @exclusivity(unchecked) private var incomingRequests = RingBuffer<[UInt8]>()
+    @exclusivity(unchecked) private var incomingRequests = RingBuffer<[UInt8]>(capacity: 4)
     @exclusivity(unchecked) private var servingRequest: UInt64?
     @exclusivity(unchecked) private var nextRequestID: UInt64 = 0
     @exclusivity(unchecked) private var isDispatchingRequests = false
@@ -208,7 +208,7 @@ public final class ATTBearer: @unchecked Sendable {
         var value: [UInt8]
         var completion: (Result<Void, ATTBearerError>) -> Void
     }
-    @exclusivity(unchecked) private var waitingIndications = RingBuffer<PendingIndication>()
+    @exclusivity(unchecked) private var waitingIndications = RingBuffer<PendingIndication>(capacity: 4)
     @exclusivity(unchecked) private var outstandingIndication: (indication: PendingIndication, timer: TimerHandle)?
 
     /// A bearer on `channel`, which it takes over (its `onReceive`, `onClose`, `onCanSendMore`).
