@@ -97,8 +97,14 @@ public final class ATTBearer: @unchecked Sendable {
     @exclusivity(unchecked) private weak var channel: (any ATTChannel)?
     /// `corebluetooth.att` (tagged with the link by its owner): timeouts, error responses, and
     /// what the bearer drops or rejects. Never a copy per PDU: messages are built only when
-    /// their level is on.
-    @exclusivity(unchecked) public var logger: Logger
+    /// their level is on. Made when first used (``logSource``): a bearer that never logs makes
+    /// none.
+    public var logger: Logger {
+        get { logSource.logger }
+        set { logSource.logger = newValue }
+    }
+    /// Where `logger` comes from: the owner sets its link's (``LazyLogger/init(_:link:)``).
+    @exclusivity(unchecked) public var logSource: LazyLogger
 
     // MARK: Configuration
 
@@ -142,7 +148,7 @@ public final class ATTBearer: @unchecked Sendable {
         /// Sent again after the link's security was raised; not retried a second time.
         var isRetry = false
     }
-    @exclusivity(unchecked) private var waitingRequests = RingBuffer<PendingRequest>()
+    @exclusivity(unchecked) private var waitingRequests = RingBuffer<PendingRequest>(capacity: 4)
     @exclusivity(unchecked) private var outstandingRequest: (request: PendingRequest, timer: TimerHandle)?
     @exclusivity(unchecked) private var refusedUnacknowledged = false
 
@@ -201,7 +207,7 @@ public final class ATTBearer: @unchecked Sendable {
     /// Each Write Command. (Signed Write Commands are dropped until signing exists.)
     @exclusivity(unchecked) public var onCommand: ((ATTPDU) -> Void)?
 
-    @exclusivity(unchecked) private var incomingRequests = RingBuffer<[UInt8]>()
+    @exclusivity(unchecked) private var incomingRequests = RingBuffer<[UInt8]>(capacity: 4)
     @exclusivity(unchecked) private var servingRequest: UInt64?
     @exclusivity(unchecked) private var nextRequestID: UInt64 = 0
     @exclusivity(unchecked) private var isDispatchingRequests = false
@@ -211,15 +217,16 @@ public final class ATTBearer: @unchecked Sendable {
         var value: [UInt8]
         var completion: (Result<Void, ATTBearerError>) -> Void
     }
-    @exclusivity(unchecked) private var waitingIndications = RingBuffer<PendingIndication>()
+    @exclusivity(unchecked) private var waitingIndications = RingBuffer<PendingIndication>(capacity: 4)
     @exclusivity(unchecked) private var outstandingIndication: (indication: PendingIndication, timer: TimerHandle)?
 
     /// A bearer on `channel`, which it takes over (its `onReceive`, `onClose`, `onCanSendMore`).
-    /// The channel is held weakly: its link owns it. `logger`: the owner's, tagged with the link.
-    public init(channel: any ATTChannel, loop: EventLoop, logger: Logger = StackLogging.standard.logger(.att)) {
+    /// The channel is held weakly: its link owns it. `logger`: the owner's, tagged with the link
+    /// (nil: ``StackLogging/standard``'s, made if the bearer logs).
+    public init(channel: any ATTChannel, loop: EventLoop, logger: Logger? = nil) {
         self.channel = channel
         self.loop = loop
-        self.logger = logger
+        logSource = logger.map { LazyLogger($0) } ?? LazyLogger(standard: .att)
         channel.onReceive = { [weak self] in self?.receive($0) }
         channel.onClose = { [weak self] in self?.shutDown(.disconnected) }
         channel.onCanSendMore = { [weak self] in self?.channelCanSendMore() }

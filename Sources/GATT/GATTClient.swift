@@ -21,7 +21,13 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     /// Procedures that may wait behind the running one; more fail with `.queueFull`.
     @exclusivity(unchecked) public var maximumQueuedProcedures = 32
     /// `corebluetooth.gatt` (tagged with the link by its owner): what the client drops.
-    @exclusivity(unchecked) public var logger: Logger = StackLogging.standard.logger(.gatt)
+    public var logger: Logger {
+        get { logSource.logger }
+        set { logSource.logger = newValue }
+    }
+    /// Where `logger` comes from, made when first used: the standard one unless the owner sets
+    /// its link's (``LazyLogger/init(_:link:)``).
+    @exclusivity(unchecked) public var logSource = LazyLogger(standard: .gatt)
 
     /// The server's database changed in this range (a Service Changed indication): what was
     /// discovered there is stale and must be discovered again.

@@ -116,7 +116,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     // Outbound ACL. A class, so the hot paths change it in place: a struct copied out of the
     // dictionary and written back copied its fragment queue's storage on every packet.
     final class OutboundConnection {
-        @exclusivity(unchecked) var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>()
+        @exclusivity(unchecked) var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>(capacity: 4)
         @exclusivity(unchecked) var queuedPDUs = 0
         /// Packets handed to the controller and not yet reported by Number Of Completed Packets.
         @exclusivity(unchecked) var inFlight = 0

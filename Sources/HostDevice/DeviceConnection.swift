@@ -42,13 +42,14 @@ public final class DeviceConnection: @unchecked Sendable {
         if let existing = clientStorage { return existing }
         let client = GATTClient(bearer: bearer)
         client.maximumQueuedProcedures = Int.max
-        client.logger = logger(.gatt)
+        client.logSource = LazyLogger(.gatt, link: logContext)
         clientStorage = client
         return client
     }
     @exclusivity(unchecked) private var clientStorage: GATTClient?
-    /// Where this connection's loggers come from: the device's.
-    let logging: StackLogging
+    /// What this connection's loggers share: the link's (the device's logging, the handle, the
+    /// peer and role), or one of its own when the peer's identity is not the link's address.
+    public let logContext: LinkLogContext
     /// What the link's encryption is worth; the LTK request is answered from here.
     @exclusivity(unchecked) public internal(set) var security = ConnectionSecurity()
     /// Set once the owners heard of the connection (after the ATT MTU exchange as central).
@@ -114,18 +115,25 @@ public final class DeviceConnection: @unchecked Sendable {
 
     init(le: LEConnection, peer: LEAddress? = nil, server: GATTServer, loop: EventLoop, logging: StackLogging = .standard) {
         self.le = le
-        self.peer = peer ?? le.peer
-        self.logging = logging
+        let peer = peer ?? le.peer
+        self.peer = peer
+        let linkContext = le.l2cap.logContext
+        // The link's host has the device's logging: share its context unless the peer differs.
+        if peer == le.peer, linkContext.peer != nil {
+            logContext = linkContext
+        } else {
+            logContext = LinkLogContext(logging: logging, connection: le.handle, peer: peer,
+                                        role: le.role == .central ? "central" : "peripheral")
+        }
         bearer = ATTBearer(channel: le.l2cap.att, loop: loop)
         serverConnection = server.attach(bearer)
-        bearer.logger = logger(.att)
+        bearer.logSource = LazyLogger(.att, link: logContext)
     }
 
-    /// A logger for `layer` tagged with this connection (`connection`, `peer`, `role`): made for
-    /// each object of the connection that logs, and for the device's rare messages about it.
-    public func logger(_ layer: LogLayer) -> Logger {
-        logging.logger(layer, connection: le.handle, peer: "\(peer)", role: le.role == .central ? "central" : "peripheral")
-    }
+    /// A logger for `layer` tagged with this connection (`connection`, `peer`, `role`), for the
+    /// device's rare messages about it (its objects make theirs from ``logContext`` when they
+    /// first log).
+    public func logger(_ layer: LogLayer) -> Logger { logContext.logger(layer) }
 
     public var handle: ConnectionHandle { le.handle }
     public var role: LERole { le.role }

@@ -226,7 +226,7 @@ extension HostDevice {
             role: connection.role, localAddress: local, peerAddress: connection.le.peerOnAir, configuration: configuration,
             agent: agent, loop: loop, send: { [weak channel] sdu in _ = channel?.send(sdu) })
         manager.delegate = self
-        manager.logger = connection.logger(.smp)
+        manager.logSource = LazyLogger(.smp, link: connection.logContext)
         manager.hasPeerOutOfBandData = agent.hasOutOfBandData(for: connection.peer)
         manager.localOutOfBandData = localOutOfBandData
         connection.securityManagerStorage = manager

@@ -335,7 +335,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
             return
         }
         if role == .central { connecting = nil }
-        let link = L2CAPLink(handle: handle, role: role, lower: driver, loop: loop, peer: "\(peer)", logging: logging)
+        let link = L2CAPLink(handle: handle, role: role, lower: driver, loop: loop, peer: peer, logging: logging)
         link.delegate = self
         logger.info("connected to \(peer) as \(role == .central ? "central" : "peripheral")",
                     metadata: ["connection": "\(Logger.hex(handle))", "peer": "\(peer)",

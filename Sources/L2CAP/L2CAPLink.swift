@@ -118,8 +118,14 @@ public final class L2CAPLink: @unchecked Sendable {
     @exclusivity(unchecked) public weak var delegate: L2CAPLinkDelegate?
     @exclusivity(unchecked) public var securityLevel: LESecurityLevel = .noSecurity
     /// `corebluetooth.l2cap`, tagged with the link (`connection`, `role`, and `peer` when the
-    /// host knows it): what the link drops or rejects. Made with the link, never per PDU.
-    @exclusivity(unchecked) public var logger: Logger
+    /// host knows it): what the link drops or rejects. Made when first used, never per PDU.
+    public var logger: Logger {
+        get { lazyLogger.logger }
+        set { lazyLogger.logger = newValue }
+    }
+    @exclusivity(unchecked) private var lazyLogger: LazyLogger
+    /// What the link's loggers share (its layers above take theirs from it too).
+    public let logContext: LinkLogContext
 
     /// The Attribute Protocol's channel.
     @exclusivity(unchecked) public private(set) var att: L2CAPFixedChannel!
@@ -145,11 +151,14 @@ public final class L2CAPLink: @unchecked Sendable {
     @exclusivity(unchecked) private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
     @exclusivity(unchecked) public private(set) var isOpen = true
 
+    /// `peer` (described in the logs' `peer` only when a logger is made) and `logging` tag and
+    /// make the link's loggers.
     public init(handle: ConnectionHandle, role: LERole, lower: L2CAPLowerLayer, loop: EventLoop,
-                peer: String? = nil, logging: StackLogging = .standard) {
+                peer: (any CustomStringConvertible & Sendable)? = nil, logging: StackLogging = .standard) {
         self.handle = handle
         self.role = role
-        logger = logging.logger(.l2cap, connection: handle, peer: peer, role: role == .central ? "central" : "peripheral")
+        logContext = LinkLogContext(logging: logging, connection: handle, peer: peer, role: role == .central ? "central" : "peripheral")
+        lazyLogger = LazyLogger(.l2cap, link: logContext)
         self.lower = lower
         self.loop = loop
         // The fixed channels every LE-U link has.

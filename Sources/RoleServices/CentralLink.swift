@@ -45,12 +45,13 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     @exclusivity(unchecked) var cancellation: CentralDisconnection?
     @exclusivity(unchecked) private var writes = RingBuffer<(handle: ATTHandle, value: [UInt8])>(capacity: 64)
     @exclusivity(unchecked) public private(set) var isClosed = false
-    /// `corebluetooth.api`, tagged with the connection.
-    let logger: Logger
+    /// `corebluetooth.api`, tagged with the connection; made when first used.
+    var logger: Logger { lazyLogger.logger }
+    @exclusivity(unchecked) private var lazyLogger: LazyLogger
 
     init(connection: DeviceConnection) {
         self.connection = connection
-        logger = connection.logger(.api)
+        lazyLogger = LazyLogger(.api, link: connection.logContext)
     }
 
     public var peer: LEAddress { connection.peer }

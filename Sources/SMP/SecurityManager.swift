@@ -24,7 +24,13 @@ public final class SecurityManager: @unchecked Sendable {
     /// `corebluetooth.smp`, tagged with the link by the host: the protocol's progress and
     /// outcome. Never a key (LTK, IRK, CSRK, DHKey), a confirm or random value, or a passkey:
     /// only facts such as the method and whether the peer bonded.
-    @exclusivity(unchecked) public var logger: Logger = StackLogging.standard.logger(.smp)
+    public var logger: Logger {
+        get { logSource.logger }
+        set { logSource.logger = newValue }
+    }
+    /// Where `logger` comes from, made when first used: the standard one unless the owner sets
+    /// its link's (``LazyLogger/init(_:link:)``).
+    @exclusivity(unchecked) public var logSource = LazyLogger(standard: .smp)
     /// Whether this device holds out-of-band data from the peer: the OOB data flag of our
     /// Pairing Request/Response. When OOB is then chosen, the agent is asked `.outOfBandData`.
     /// Set before pairing.

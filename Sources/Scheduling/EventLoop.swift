@@ -390,6 +390,10 @@ struct TimerHeap {
     }
 
     mutating func push(_ entry: TimerEntry) {
+        // A cancelled timer stays until it reaches the top, and most are cancelled long before
+        // (an HCI command's or an ATT request's timeout): a heap about to grow drops them first,
+        // so that it holds what is live, not every timeout of thousands of connections' setup.
+        if items.count >= 32, items.count == items.capacity { dropCancelled() }
         items.append(entry)
         var i = items.count - 1
         while i > 0 {
@@ -404,7 +408,12 @@ struct TimerHeap {
         guard !items.isEmpty else { return nil }
         items.swapAt(0, items.count - 1)
         let top = items.removeLast()
-        var i = 0
+        siftDown(from: 0)
+        return top
+    }
+
+    private mutating func siftDown(from start: Int) {
+        var i = start
         while true {
             let l = 2 * i + 1, r = l + 1
             var m = i
@@ -414,6 +423,13 @@ struct TimerHeap {
             items.swapAt(i, m)
             i = m
         }
-        return top
+    }
+
+    /// Removes every cancelled timer and restores the heap order (keeping the storage).
+    private mutating func dropCancelled() {
+        let before = items.count
+        items.removeAll { $0.handle.work == nil }
+        guard items.count < before, items.count > 1 else { return }
+        for i in stride(from: items.count / 2 - 1, through: 0, by: -1) { siftDown(from: i) }
     }
 }

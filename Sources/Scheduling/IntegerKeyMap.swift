@@ -27,11 +27,13 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @inlinable
     public var count: Int { _count }
 
+    /// An empty map; its slots (8 at first) are made at the first insertion: every connection
+    /// keeps maps that often stay empty, and fleets of thousands paid for them up front.
     @inlinable
     public init() {
-        slotKeys = Array(repeating: nil, count: 8)
-        slotValues = Array(repeating: nil, count: 8)
-        shift = 64 - 3
+        slotKeys = []
+        slotValues = []
+        shift = 64 - 2
     }
 
     @inlinable
@@ -46,6 +48,7 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @inlinable @inline(__always)
     func slot(of key: Key) -> (index: Int, found: Bool) {
         slotKeys.withUnsafeBufferPointer { keys in
+            guard !keys.isEmpty else { return (0, false) }
             let mask = keys.count - 1
             var index = home(key)
             while true {
@@ -135,9 +138,10 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @usableFromInline
     mutating func grow() {
         let oldKeys = slotKeys, oldValues = slotValues
-        slotKeys = Array(repeating: nil, count: oldKeys.count * 2)
-        slotValues = Array(repeating: nil, count: oldKeys.count * 2)
-        shift -= 1
+        let slots = oldKeys.isEmpty ? 8 : oldKeys.count * 2
+        slotKeys = Array(repeating: nil, count: slots)
+        slotValues = Array(repeating: nil, count: slots)
+        shift = oldKeys.isEmpty ? 64 - 3 : shift - 1
         for i in oldKeys.indices {
             guard let key = oldKeys[i], let value = oldValues[i] else { continue }
             let index = slot(of: key).index

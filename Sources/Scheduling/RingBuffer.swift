@@ -1,17 +1,22 @@
-/// A growable FIFO queue with O(1) append and pop and no per-element allocation.
+/// A growable FIFO queue with O(1) append and pop and no per-element allocation. Its storage
+/// is made at the first append: a connection keeps several queues that mostly stay empty, and
+/// thousands of connections paid for all of them up front.
 public struct RingBuffer<Element> {
     // Inlinable, so that each user specialises it for its element type: unspecialised generic
     // code looked up metadata and copied elements through witnesses on every append and pop.
-    @usableFromInline var storage: [Element?]
+    @usableFromInline var storage: [Element?] = []
     @usableFromInline var head = 0
     @usableFromInline var _count = 0
+    /// How many elements the first append makes room for.
+    @usableFromInline let initialCapacity: Int
 
     @inlinable
     public var count: Int { _count }
 
+    /// An empty queue; the first append makes room for `capacity` elements.
     @inlinable
     public init(capacity: Int = 16) {
-        storage = Array(repeating: nil, count: max(1, capacity))
+        initialCapacity = max(1, capacity)
     }
 
     @inlinable
@@ -43,7 +48,7 @@ public struct RingBuffer<Element> {
 
     @inlinable
     mutating func grow() {
-        var bigger: [Element?] = Array(repeating: nil, count: storage.count * 2)
+        var bigger: [Element?] = Array(repeating: nil, count: storage.isEmpty ? initialCapacity : storage.count * 2)
         for i in 0..<count { bigger[i] = storage[(head + i) % storage.count] }
         storage = bigger
         head = 0

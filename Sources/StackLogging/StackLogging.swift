@@ -19,8 +19,20 @@ public enum LogLayer: String, Sendable, CaseIterable {
     /// corebluetoothd: its clients and their sessions.
     case daemon
 
-    /// The `Logger` label: `corebluetooth.` and the layer.
-    public var label: String { "corebluetooth.\(rawValue)" }
+    /// The `Logger` label: `corebluetooth.` and the layer. Literals, so that a logger's label
+    /// allocates nothing (an interpolated one was a heap string per logger).
+    public var label: String {
+        switch self {
+        case .hci: "corebluetooth.hci"
+        case .controller: "corebluetooth.controller"
+        case .l2cap: "corebluetooth.l2cap"
+        case .att: "corebluetooth.att"
+        case .gatt: "corebluetooth.gatt"
+        case .smp: "corebluetooth.smp"
+        case .api: "corebluetooth.api"
+        case .daemon: "corebluetooth.daemon"
+        }
+    }
 }
 
 /// Where the stack's loggers come from: the process's logging system (what an app bootstrapped
@@ -100,6 +112,70 @@ public struct StackLogging: Sendable {
             handler.logLevel = defaultLevel
             return handler
         }
+    }
+}
+
+/// What the loggers of one link share: where they come from and the link's metadata
+/// (`connection`, `peer`, `role`). One per link, referenced by each of its layers, which make
+/// their `Logger` from it only when they first log (``LazyLogger``): a `Logger` with metadata is
+/// a handler, a dictionary and strings, several hundred bytes, and a fleet of thousands of links
+/// that never log should not pay that for each layer on each end.
+public final class LinkLogContext: Sendable {
+    public let logging: StackLogging
+    public let connection: UInt16
+    /// Described (`"\(peer)"`) when a logger is made, not before.
+    public let peer: (any CustomStringConvertible & Sendable)?
+    public let role: String?
+
+    /// `role`: `"central"` or `"peripheral"` (literals: nothing to allocate).
+    public init(logging: StackLogging, connection handle: UInt16, peer: (any CustomStringConvertible & Sendable)?, role: String?) {
+        self.logging = logging
+        self.connection = handle
+        self.peer = peer
+        self.role = role
+    }
+
+    /// A logger for `layer` tagged with the link.
+    public func logger(_ layer: LogLayer) -> Logger {
+        logging.logger(layer, connection: connection, peer: peer.map { "\($0)" }, role: role)
+    }
+}
+
+/// A layer's logger, made when first read: from a link's ``LinkLogContext`` (tagged with the
+/// link) or from ``StackLogging/standard``. An object that logs keeps one of these and reads
+/// `logger` from it; one that never logs never makes its `Logger`. Reading it is a switch once
+/// made: nothing per packet.
+public struct LazyLogger: Sendable {
+    private enum Source: Sendable {
+        case made(Logger)
+        case link(LinkLogContext, LogLayer)
+        case standard(LogLayer)
+    }
+    private var source: Source
+
+    /// `logger` itself.
+    public init(_ logger: Logger) { source = .made(logger) }
+    /// `layer`'s logger of the link, made when first read.
+    public init(_ layer: LogLayer, link: LinkLogContext) { source = .link(link, layer) }
+    /// `layer`'s logger from ``StackLogging/standard`` (as it is when first read).
+    public init(standard layer: LogLayer) { source = .standard(layer) }
+
+    /// The logger, made now if it was not yet.
+    public var logger: Logger {
+        mutating get {
+            switch source {
+            case .made(let logger): return logger
+            case .link(let link, let layer):
+                let made = link.logger(layer)
+                source = .made(made)
+                return made
+            case .standard(let layer):
+                let made = StackLogging.standard.logger(layer)
+                source = .made(made)
+                return made
+            }
+        }
+        set { source = .made(newValue) }
     }
 }
 

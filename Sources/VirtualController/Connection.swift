@@ -29,8 +29,8 @@ final class Connection: @unchecked Sendable {
         var releasesBuffer: Bool
     }
     /// LL control PDUs go before data.
-    @exclusivity(unchecked) var controlQueue = RingBuffer<DataPDU>()
-    @exclusivity(unchecked) var dataQueue = RingBuffer<Queued>()
+    @exclusivity(unchecked) var controlQueue = RingBuffer<DataPDU>(capacity: 2)
+    @exclusivity(unchecked) var dataQueue = RingBuffer<Queued>(capacity: 4)
 
     @exclusivity(unchecked) var peerHeard = false
     @exclusivity(unchecked) var lastRSSI: Int8 = 127

@@ -26,7 +26,7 @@ public final class InProcessHCILink: Sendable {
             /// socket would hold them), or waiting for their loop job. Each job delivers the
             /// oldest, so packets keep their places among the loop's other jobs, and no job
             /// needs a closure of its own per packet.
-            var arrived = RingBuffer<HCIPacket>()
+            var arrived = RingBuffer<HCIPacket>(capacity: 4)
         }
         let state = Locked(State())
         /// `state.sink`, which is never cleared once set, in a box of its own for the delivery

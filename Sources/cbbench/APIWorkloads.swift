@@ -467,7 +467,8 @@ func linkLayerCeiling(intervalMicroseconds: Int64, valueLength: Int) -> Double {
 /// not hide what the connections take.
 func apiConnections(count: Int) -> [Figure] {
     let rssStart = residentKiB()
-    let radio = CBVirtualRadio(clock: .virtual, seed: 13)
+    // The radio remembers every peripheral's identifier (by default it keeps 1,024).
+    let radio = CBVirtualRadio(clock: .virtual, seed: 13, airTime: .instant, rememberedPeers: max(1024, 2 * count))
     let peripherals = (0..<count).map { BenchPeripheral(radio: radio, name: "p\($0)") }
     guard radio.run(until: { peripherals.allSatisfy { $0.advertising.value > 0 } }, timeout: .seconds(60)) else {
         fatalError("advertisers did not start")
