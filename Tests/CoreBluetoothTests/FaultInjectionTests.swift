@@ -603,7 +603,7 @@ private final class FaultRig: @unchecked Sendable {
 }
 
 @Suite("Fault injection (issue 17)", .serialized,
-       .disabled(if: DaemonMode.isOn, "injects faults inside the process's stack (the radio's PDUs, the peripheral's controller off and its hardware error) and publishes an L2CAP channel, which does not cross corebluetoothd yet"))
+       .disabled(if: DaemonMode.isOn, "injects faults inside the process's stack (the radio's PDUs, the peripheral's controller off and its hardware error)"))
 struct FaultInjectionTests {
     /// Every procedure under every fault, at every step.
     @Test(arguments: FaultedProcedure.allCases, InjectedFault.allCases)

@@ -130,8 +130,9 @@ private final class ChannelClient: NSObject, CBCentralManagerDelegate, CBPeriphe
     }
 }
 
-@Suite(.serialized, .disabled(if: DaemonMode.isOn, "L2CAP channels do not cross corebluetoothd yet (branch dl2 adds them): openL2CAPChannel through a daemon fails with operationNotSupported")) struct L2CAPChannelTests {
-    @Test func aCentralStreams64KiBThroughThePeripheralsEchoThenTheUnpublishedPSMIsRefused() throws {
+@Suite(.serialized) struct L2CAPChannelTests {
+    @Test(.disabled(if: DaemonMode.isOn, "reads the process's own btsnoop capture, which on a daemon is the daemon's (its channel traffic is covered by DaemonChannelTests)"))
+    func aCentralStreams64KiBThroughThePeripheralsEchoThenTheUnpublishedPSMIsRefused() throws {
         let capture = temporaryPath("l2cap-central.btsnoop")
         defer { try? FileManager.default.removeItem(atPath: capture) }
         let radio = CBVirtualRadio(clock: .realTime)
@@ -211,10 +212,11 @@ private final class SecureChannelServer: NSObject, CBPeripheralManagerDelegate, 
     }
 }
 
-@Suite(.disabled(if: DaemonMode.isOn, "L2CAP channels do not cross corebluetoothd yet (branch dl2 adds them): openL2CAPChannel through a daemon fails with operationNotSupported")) struct SecureL2CAPChannelTests {
+@Suite struct SecureL2CAPChannelTests {
     /// As iOS: the peripheral refuses the unencrypted link (Insufficient Authentication), the
     /// central pairs on its own — asking its agent — and opens again, with no call of the app's.
-    @Test func anEncryptionRequiredChannelMakesTheCentralPairThenOpens() throws {
+    @Test(.disabled(if: DaemonMode.isOn, "counts the process's bonds (linuxBonds), which on a daemon are the daemon's"))
+    func anEncryptionRequiredChannelMakesTheCentralPairThenOpens() throws {
         let radio = CBVirtualRadio(clock: .virtual)
         let server = SecureChannelServer()
         let recorder = CentralRecorder()

@@ -869,7 +869,7 @@ private func makeService() -> CBMutableService {
         #expect(rig.add(service) == nil)
     }
 
-    @Test(.disabled(if: DaemonMode.isOn, "L2CAP channels do not cross corebluetoothd yet (branch dl2 adds them)"))
+    @Test
     func publishingL2CAPChannelsAllocatesDynamicPSMsAndUnpublishingFreesThem() throws {
         let rig = try Rig()
         rig.manager.publishL2CAPChannel(withEncryption: false)

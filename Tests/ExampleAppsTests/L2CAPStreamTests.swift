@@ -6,7 +6,7 @@ import Testing
 /// `swift run L2CAPStream` as a user runs it: an iOS-style program on the default radio with
 /// its delegates on the main queue and its streams on the main run loop — which only a process
 /// of its own has (under `swift test` nothing runs the main run loop).
-@Suite(.disabled(if: DaemonMode.isOn, "L2CAP channels do not cross corebluetoothd yet (branch dl2 adds them): openL2CAPChannel through a daemon fails with operationNotSupported")) struct L2CAPStreamTests {
+@Suite struct L2CAPStreamTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
