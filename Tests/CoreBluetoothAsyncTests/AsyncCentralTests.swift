@@ -176,6 +176,7 @@ struct AsyncCentralTests {
         server.holdReads.withLock { $0 = true }
         let reading = Task { _ = try await peripheral.read(try characteristics.with(TestPeripheral.readable)) }
         await server.happenings.wait(for: "read")
+        let acceptedBefore = peripheral.acceptedCallCount
         let awaits: [Task<Void, any Error>] = [
             reading,
             Task { _ = try await peripheral.services(nil) },
@@ -184,7 +185,12 @@ struct AsyncCentralTests {
             Task { try await peripheral.write(Data("queued".utf8), to: writable, type: .withResponse) },
             Task { for try await _ in peripheral.notifications(for: notifying) {} },
         ]
-        while peripheral.eventTapCount < awaits.count { await Task.yield() }
+        // Each await puts its tap on, then makes its call: the cancel comes once every call was
+        // accepted (the five after the read), not merely tapped, or a call made after it fails
+        // as notConnected.
+        while peripheral.eventTapCount < awaits.count || peripheral.acceptedCallCount < acceptedBefore + awaits.count - 1 {
+            await Task.yield()
+        }
         fixture.central.cancelPeripheralConnection(peripheral)
         for task in awaits {
             let error = await #expect(throws: CBError.self) { try await task.value }
