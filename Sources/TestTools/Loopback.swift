@@ -38,6 +38,19 @@ public func waitUntil(
     }
 }
 
+/// ``waitUntil(timeout:pumping:_:)`` for async tests: polls `condition` every `interval` (1 ms)
+/// for at most `timeout` of wall time, suspending between polls (sockets, daemons and delegate
+/// queues are other threads). Returns whether it held.
+public func eventually(timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(1),
+                       _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while !(await condition()) {
+        if ContinuousClock.now >= deadline { return false }
+        try? await Task.sleep(for: interval)
+    }
+    return true
+}
+
 /// A value shared between a test and callbacks on other threads.
 public final class Shared<Value: Sendable>: Sendable {
     // `Locked`: a pthread mutex, which the thread sanitizer models.

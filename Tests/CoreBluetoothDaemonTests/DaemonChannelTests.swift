@@ -13,26 +13,6 @@ import VirtualController
 // Issue 16: L2CAP channels and pairing prompts through corebluetoothd (docs/daemon.md,
 // "Channels and pairing"), with Apple's API on both sides of a shared virtual radio.
 
-/// Polls `condition` every millisecond for at most `timeout` of wall time (sockets and
-/// delegate queues are other threads).
-private func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return true
-}
-
-private func eventually(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !(await condition()) {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return true
-}
-
 /// A shared virtual radio and `corebluetoothd` on a virtual controller of its own on it,
 /// served on a socket, all in this process.
 private final class Bench: @unchecked Sendable {
@@ -328,7 +308,7 @@ struct DaemonChannelTests {
         // Closed by the central on the radio: the app on the daemon sees the end.
         sender.close()
         #expect(await eventually { echo.ended }, "the daemon's app did not see the channel close")
-        #expect(await eventually { await bench.status()["channels"] == "0" })
+        #expect(await eventually(every: .milliseconds(5)) { await bench.status()["channels"] == "0" })
 
         // 2. A peripheral on the radio publishes; a central on the daemon opens.
         let radioPeripheral = ChannelApp(prefix: "FC", psm: 0x00C4)
@@ -354,7 +334,7 @@ struct DaemonChannelTests {
         // Closed by the daemon's client: the peripheral on the radio sees the end.
         clientSender.close()
         #expect(await eventually { radioEcho.ended }, "the radio's peripheral did not see the channel close")
-        #expect(await eventually { await bench.status()["channels"] == "0" })
+        #expect(await eventually(every: .milliseconds(5)) { await bench.status()["channels"] == "0" })
         withExtendedLifetime((echo, radioEcho)) {}
     }
 
@@ -388,7 +368,7 @@ struct DaemonChannelTests {
         let reader = ChannelReader(try #require(phone.channels.current.first), on: streams.runLoop)
         try DaemonSessionHost.connecting(to: firstPath, name: "test").abandon()
         #expect(await eventually { reader.ended }, "the channel of the gone process stayed open at the central")
-        #expect(await eventually { await bench.status()["channels"] == "0" })
+        #expect(await eventually(every: .milliseconds(5)) { await bench.status()["channels"] == "0" })
 
         // Its PSM went with it: the other process publishes it now.
         other.manager.linuxPublishL2CAPChannel(0x00D0, withEncryption: false)
@@ -440,7 +420,7 @@ struct DaemonChannelTests {
         let reader = ChannelReader(try #require(slow.opened.current.first), on: streams.runLoop)
         #expect(await eventually(timeout: .seconds(120)) { reader.received.count >= payload.count }, "\(reader.received.count)")
         #expect(reader.received == payload, "what the slow reader got differs")
-        #expect(await eventually { await bench.status()["paused"] == "0" })
+        #expect(await eventually(every: .milliseconds(5)) { await bench.status()["paused"] == "0" })
         withExtendedLifetime(sender) {}
     }
 
@@ -512,7 +492,7 @@ struct DaemonChannelTests {
         leaving.read(CBUUID(string: "F402"))
         #expect(await eventually(timeout: .seconds(20)) { holding.held.current.count == 1 }, "\(holding.asked.current)")
         try DaemonSessionHost.connecting(to: bench.socketPath, name: "test").abandon()
-        #expect(await eventually { await bench.status()["clients"] == "1" })
+        #expect(await eventually(every: .milliseconds(5)) { await bench.status()["clients"] == "1" })
 
         // The pairing failed at once, not at SMP's 30 s timeout: the other process's read of
         // the protected value on the shared link is answered now (were the prompt still open,

@@ -9,16 +9,6 @@ import VirtualController
 // Issue 16's acceptance: `kill -9` of a client in the middle of every procedure leaves the
 // daemon serving the others, with no leaked connection or subscription.
 
-/// Polls `condition` every millisecond for at most `timeout` of wall time.
-private func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return true
-}
-
 /// What a child process writes, line by line, as it comes.
 private final class Lines: @unchecked Sendable {
     // `text` is behind the lock; the pipe is set once.

@@ -11,17 +11,6 @@ import TestTools
 import Testing
 import VirtualController
 
-/// Waits for what other threads do (sockets, delegate queues) without holding a thread of the
-/// test pool: polls `condition` every millisecond for at most `timeout` of wall time.
-private func eventually(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return true
-}
-
 /// A shared virtual radio (as `cbtool radio --listen`) and `corebluetoothd` on a virtual
 /// controller of its own on it, served on a socket, all in this process.
 private final class RadioAndDaemon {

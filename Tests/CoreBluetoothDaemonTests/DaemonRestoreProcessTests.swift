@@ -5,17 +5,6 @@ import TestTools
 import Testing
 import VirtualController
 
-/// Waits for what other processes do without holding a thread of the test pool: polls
-/// `condition` every millisecond for at most `timeout` of wall time.
-private func eventually(timeout: Duration, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return true
-}
-
 /// What a child process writes, line by line, as it comes.
 private final class ChildOutput: @unchecked Sendable {
     // `text` is behind the lock; the pipe is set once.

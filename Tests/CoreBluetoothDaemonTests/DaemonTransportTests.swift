@@ -11,17 +11,6 @@ import TestTools
 import Testing
 import VirtualController
 
-/// Waits for what other threads do (sockets, a child process) without holding a thread of
-/// the test pool: polls `condition` every millisecond for at most `timeout` of wall time.
-private func eventually(timeout: Duration, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return true
-}
-
 /// Whether a daemon accepts connections at `path` (the probe connection is closed at once).
 func daemonAccepts(_ path: String) -> Bool {
     guard let fd = try? FramedSocket.connect(path: path) else { return false }
