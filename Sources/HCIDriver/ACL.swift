@@ -1,5 +1,6 @@
 import HCI
 import Logging
+import Scheduling
 
 // MARK: Outbound
 
@@ -66,6 +67,7 @@ extension HCIDriver {
             let handle = sendOrder.removeFirst()
             guard let connection = connections[handle], let next = connection.fragments.popFirst() else { continue }
             aclCredits -= 1
+            if connection.inFlight == 0 { connection.waitingSince = loop.now }
             connection.inFlight += 1
             if next.endsPDU { connection.queuedPDUs -= 1 }
             if connection.fragments.isEmpty {
@@ -79,13 +81,44 @@ extension HCIDriver {
             // State is consistent before the send: a transport may answer synchronously.
             transport.send(.acl(next.packet))
         }
+        if aclCredits == 0, !sendOrder.isEmpty, completionWatchdog == nil, let timeout = configuration.aclCompletionTimeout {
+            completionWatchdog = loop.schedule(after: timeout) { [weak self] in self?.checkCompletions() }
+        }
         for handle in drained where connections[handle]?.fragments.isEmpty == true {
             delegate?.driverCanSendMore(handle: handle)
         }
     }
 
+    /// Packets wait for buffers: a connection whose packets in flight have seen no completion
+    /// for `aclCompletionTimeout` holds buffers the controller will never return (it forgot
+    /// the link); the driver disconnects it, and the controller's answer ends the link.
+    func checkCompletions() {
+        completionWatchdog = nil
+        guard state == .running, let timeout = configuration.aclCompletionTimeout else { return }
+        let now = loop.now
+        var next: LoopInstant?
+        for (handle, connection) in connections where connection.inFlight > 0 && !connection.stalled {
+            let deadline = connection.waitingSince + timeout
+            guard deadline <= now else {
+                next = min(next ?? deadline, deadline)
+                continue
+            }
+            connection.stalled = true
+            logger.warning("no packet completed on 0x\(String(handle, radix: 16)) for \(timeout) with \(connection.inFlight) in flight; disconnecting it")
+            send(Disconnect(connectionHandle: handle, reason: .remoteUserTerminatedConnection)) { [weak self] result in
+                if case .failure(let error) = result, error != .status(.unknownConnectionIdentifier, command: Disconnect.name) {
+                    self?.logger.warning("Disconnect of stalled connection 0x\(String(handle, radix: 16)) failed: \(error)")
+                }
+            }
+        }
+        if aclCredits == 0, !sendOrder.isEmpty {
+            completionWatchdog = loop.schedule(at: next ?? now + timeout) { [weak self] in self?.checkCompletions() }
+        }
+    }
+
     func handleNumberOfCompletedPackets(_ event: NumberOfCompletedPackets) {
         let total = controllerInfo?.totalACLDataPackets ?? 0
+        let now = loop.now
         for entry in event.entries {
             guard let connection = connections[entry.handle] else {
                 logger.debug("Number Of Completed Packets for unknown handle 0x\(String(entry.handle, radix: 16))")
@@ -97,6 +130,7 @@ extension HCIDriver {
                 logger.warning("controller completed \(entry.completedPackets) packets on 0x\(String(entry.handle, radix: 16)) but only \(connection.inFlight) were in flight")
             }
             connection.inFlight -= returned
+            if returned > 0 { connection.waitingSince = now }
             aclCredits = min(aclCredits + returned, total)
         }
         pumpACL()

@@ -48,6 +48,12 @@ public struct HCIDriverConfiguration: Sendable {
     /// more and the driver gives up and closes, as for a controller that is gone.
     public var maxRecoveries = 3
     public var recoveryWindow: Duration = .seconds(60)
+    /// How long packets may sit in the controller's buffers on a connection, with none of them
+    /// completed, while other packets wait for a buffer, before the driver gives the link up
+    /// (Disconnect). A controller that still has the link completes or flushes its packets,
+    /// or ends the link, within its supervision timeout (32 s at most, Vol 6 Part B §4.5.2);
+    /// one that forgot the link never returns those buffers, and every link stalls. nil: never.
+    public var aclCompletionTimeout: Duration? = .seconds(40)
     public var leEventMask: UInt64 = {
         let subevents: [UInt64] = [0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x0A, 0x0B, 0x0C, 0x0D,
                                    0x11, 0x12]
@@ -95,6 +101,11 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         let timeout: Duration
         let completion: (Result<HCICommandResponse, HCIError>) -> Void
         @exclusivity(unchecked) var timer: TimerHandle?
+        /// For a command naming a connection the host had open when it was queued: its handle
+        /// and that connection (weak: gone with it), so an Unknown Connection Identifier answer
+        /// ends it and no later one that reuses the handle.
+        @exclusivity(unchecked) var linkHandle: ConnectionHandle?
+        @exclusivity(unchecked) weak var link: OutboundConnection?
 
         init(id: UInt64, packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
              timeout: Duration, completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
@@ -122,12 +133,20 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         @exclusivity(unchecked) var inFlight = 0
         /// The queue had to wait for controller buffers: tell the delegate when it drains.
         @exclusivity(unchecked) var waitedForCredits = false
+        /// Since when the packets in flight have been waiting for a completion: when the first
+        /// went, or the last Number Of Completed Packets for the connection came.
+        @exclusivity(unchecked) var waitingSince = LoopInstant.zero
+        /// The driver gave the link up for want of completions (`aclCompletionTimeout`).
+        @exclusivity(unchecked) var stalled = false
     }
     @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, OutboundConnection>()
     /// Connections with fragments waiting, in round-robin order.
     @exclusivity(unchecked) var sendOrder: [ConnectionHandle] = []
     /// Free controller ACL buffers.
     @exclusivity(unchecked) public internal(set) var aclCredits = 0
+    /// Armed while packets wait for a controller buffer: checks that the buffers in use are
+    /// still being completed (`aclCompletionTimeout`).
+    @exclusivity(unchecked) var completionWatchdog: TimerHandle?
 
     // Inbound ACL.
     @exclusivity(unchecked) var reassembler = ACLReassembler()
@@ -229,9 +248,16 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             return
         }
         nextCommandID &+= 1
-        commandQueue.append(PendingCommand(id: nextCommandID, packet: packet, name: name, expected: expected,
-                                           timeout: timeout ?? configuration.commandTimeout,
-                                           completion: completion))
+        let command = PendingCommand(id: nextCommandID, packet: packet, name: name, expected: expected,
+                                     timeout: timeout ?? configuration.commandTimeout, completion: completion)
+        if Self.connectionCommands.contains(packet.opcode), packet.parameters.count >= 2 {
+            let handle = ConnectionHandle(packet.parameters[0]) | ConnectionHandle(packet.parameters[1] & 0x0F) << 8
+            if let connection = connections[handle] {
+                command.linkHandle = handle
+                command.link = connection
+            }
+        }
+        commandQueue.append(command)
         pumpCommands()
     }
 
@@ -275,6 +301,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
                 let command = outstandingCommands.remove(at: index)
                 command.timer?.cancel()
                 logger.trace("← \(command.name) complete, \(event.returnParameters.count) octets")
+                if event.status == .unknownConnectionIdentifier { controllerForgotLink(of: command) }
                 command.completion(.success(.complete(event)))
             } else if event.opcode == Reset.opcode, state == .running {
                 // The controller reset by itself (and says so): its state and links are gone.
@@ -301,6 +328,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
                     logger.trace("← \(command.name) status \(event.status)")
                 } else {
                     logger.debug("\(command.name) failed: \(event.status)")
+                    if event.status == .unknownConnectionIdentifier { controllerForgotLink(of: command) }
                 }
                 command.completion(.success(.status(event)))
             } else {
@@ -308,6 +336,34 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             }
         }
         pumpCommands()
+    }
+
+    /// The commands whose parameters start with a Connection_Handle (Vol 4 Part E §7): an
+    /// Unknown Connection Identifier answer to one of them means the controller has no such
+    /// connection.
+    static let connectionCommands: Set<HCIOpcode> = [
+        Disconnect.opcode, ReadRemoteVersionInformation.opcode, ReadRSSI.opcode, LEConnectionUpdate.opcode,
+        LEReadRemoteFeatures.opcode, LEEnableEncryption.opcode, LELongTermKeyRequestReply.opcode,
+        LELongTermKeyRequestNegativeReply.opcode, LERemoteConnectionParameterRequestReply.opcode,
+        LERemoteConnectionParameterRequestNegativeReply.opcode, LESetDataLength.opcode, LEReadPHY.opcode,
+        LESetPHY.opcode,
+    ]
+
+    /// A command naming a connection the host has open was answered Unknown Connection
+    /// Identifier: the controller dropped the link without a Disconnection Complete (firmware
+    /// that resets part of itself, or a bug). The link ends here as that event would end it
+    /// (its ACL credits come back, the layers above hear of it once), before the command's
+    /// own answer is delivered, so what waited on the link fails as on any disconnection. The
+    /// reason is what the controller would have reported: Connection Terminated By Local Host
+    /// for a Disconnect the layer above asked for, otherwise Connection Timeout (a link lost
+    /// unnoticed is a supervision timeout, and Apple reports `CBError.connectionTimeout` for it).
+    private func controllerForgotLink(of command: PendingCommand) {
+        guard state == .running, let handle = command.linkHandle, let connection = connections[handle],
+              connection === command.link else { return }
+        let asked = command.packet.opcode == Disconnect.opcode && !connection.stalled
+        let reason: HCIStatus = asked ? .connectionTerminatedByLocalHost : .connectionTimeout
+        logger.warning("the controller no longer knows connection 0x\(String(handle, radix: 16)) (\(command.name): Unknown Connection Identifier) but never reported its end; ending it as disconnected (\(reason))")
+        dispatch(.disconnectionComplete(DisconnectionComplete(status: .success, connectionHandle: handle, reason: reason)))
     }
 
     // MARK: HCIPacketSink
@@ -338,6 +394,8 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         }
         connections.removeAll()
         sendOrder.removeAll()
+        completionWatchdog?.cancel()
+        completionWatchdog = nil
         aclCredits = 0
         reassembler.removeAll()
         // A start whose run was replaced by a reset's has nobody else to tell it.
@@ -364,11 +422,18 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             logger.warning("dropped malformed event 0x\(String(raw.code, radix: 16)) \(raw.parameters.hexString): \(error)")
             return
         }
+        dispatch(event)
+    }
+
+    /// One event from the controller (or one the driver concludes it owed: a link it forgot).
+    private func dispatch(_ event: HCIEvent) {
         switch event {
         case .commandComplete(let e): handleCommandComplete(e)
         case .commandStatus(let e): handleCommandStatus(e)
         case .numberOfCompletedPackets(let e): handleNumberOfCompletedPackets(e)
         case .disconnectionComplete(let e):
+            // A Disconnection Complete for a handle the host no longer has (the driver ended the
+            // link itself when the controller forgot it) is stale: passed up, it ends nothing.
             if e.status.isSuccess { connectionClosed(e.connectionHandle) }
             delegate?.didReceiveEvent(event)
             pumpACL()

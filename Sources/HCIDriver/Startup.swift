@@ -87,6 +87,8 @@ extension HCIDriver {
         commandCredits = 1
         connections.removeAll()
         sendOrder.removeAll()
+        completionWatchdog?.cancel()
+        completionWatchdog = nil
         aclCredits = 0
         reassembler.removeAll()
         for command in pending {
