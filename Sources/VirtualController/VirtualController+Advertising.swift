@@ -255,10 +255,23 @@ extension VirtualController {
         guard let c = initiating else {
             return commandComplete(LECreateConnectionCancel.opcode, status: .commandDisallowed)
         }
-        initiating = nil
-        commandComplete(LECreateConnectionCancel.opcode, status: .success)
-        sendConnectionComplete(status: .unknownConnectionIdentifier, handle: 0, role: .central,
-                               peer: LEAddress(c.peerAddressType, c.peerAddress), interval: 0, latency: 0, timeout: 0)
+        let peer = LEAddress(c.peerAddressType, c.peerAddress)
+        switch configuration.createConnectionCancel {
+        case .standard:
+            initiating = nil
+            commandComplete(LECreateConnectionCancel.opcode, status: .success)
+            sendConnectionComplete(status: .unknownConnectionIdentifier, handle: 0, role: .central,
+                                   peer: peer, interval: 0, latency: 0, timeout: 0)
+        case .keepsInitiating:
+            commandComplete(LECreateConnectionCancel.opcode, status: .success)
+        case .late(let delay):
+            initiating = nil
+            commandComplete(LECreateConnectionCancel.opcode, status: .success)
+            _ = loop.schedule(after: delay) { [weak self] in
+                self?.sendConnectionComplete(status: .unknownConnectionIdentifier, handle: 0, role: .central,
+                                             peer: peer, interval: 0, latency: 0, timeout: 0)
+            }
+        }
     }
 
     /// Connection parameter ranges (Vol 4 Part E §7.8.12): interval 7.5 ms–4 s, latency ≤ 499,

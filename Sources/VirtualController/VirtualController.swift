@@ -28,7 +28,22 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         /// Whether the controller has the extended advertising, scanning and connection commands
         /// (LE feature bit 12). Without them it behaves like a 4.x controller: legacy only.
         public var supportsExtendedAdvertising = true
+        /// How LE Create Connection Cancel ends an attempt (tests of controllers that get it wrong).
+        public var createConnectionCancel = CreateConnectionCancelBehaviour.standard
         public init() {}
+    }
+
+    /// How a controller answers LE Create Connection Cancel.
+    public enum CreateConnectionCancelBehaviour: Sendable, Equatable {
+        /// As the spec says (Vol 4 Part E §7.8.13): Command Complete, then an LE Connection
+        /// Complete with Unknown Connection Identifier.
+        case standard
+        /// As Bumble's controller (0.0.236) does: Command Complete (success) and nothing else;
+        /// it goes on initiating, so the attempt may still connect, and LE Create Connection is
+        /// Command Disallowed until it does.
+        case keepsInitiating
+        /// The attempt stops, but its LE Connection Complete comes this much later.
+        case late(Duration)
     }
 
     public let radio: any RadioMedium
@@ -255,6 +270,18 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         } else {
             commandComplete(Reset.opcode, status: .success)
         }
+    }
+
+    /// A fault for tests: the controller forgets a connection without telling the host, as
+    /// buggy firmware does (an internal reset it does not report). Its state for the link goes
+    /// (the ACL buffers it held are free again) with no Disconnection Complete and no Number Of
+    /// Completed Packets for what the host had sent on it; commands naming its handle are
+    /// answered Unknown Connection Identifier. The peer loses the link by supervision timeout.
+    /// Call on the loop.
+    public func forgetConnection(_ handle: ConnectionHandle) {
+        ensureAttached()
+        guard let connection = connections[handle] else { return }
+        abandon(connection)
     }
 
     /// The controller's position on the radio.

@@ -122,9 +122,11 @@ struct TwoDevices {
     static let addressA = BluetoothAddress("C0:00:00:00:00:0A")!
     static let addressB = BluetoothAddress("C0:00:00:00:00:0B")!
 
-    init(airTime: AirTimeMode = .instant, distance: Double = 1) {
+    /// `configurationA`: device A's controller's (B has the defaults).
+    init(airTime: AirTimeMode = .instant, distance: Double = 1,
+         configurationA: VirtualController.Configuration = VirtualController.Configuration()) {
         radio = VirtualRadio(loop: EventLoop(name: "test-radio", pacing: .manual), airTime: airTime, seed: 7)
-        a = RawHost(VirtualController(radio: radio, address: Self.addressA))
+        a = RawHost(VirtualController(radio: radio, address: Self.addressA, configuration: configurationA))
         b = RawHost(VirtualController(radio: radio, address: Self.addressB, position: RadioPosition(x: distance)))
         a.initialize()
         b.initialize()
