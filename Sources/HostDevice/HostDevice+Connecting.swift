@@ -91,8 +91,16 @@ extension HostDevice {
         // From the device's static random address (set at start), as phones connect.
         host.connect(to: onAirAddress(of: next), ownRandomAddress: host.randomAddress != nil) { [weak self] result in
             guard let self, case .failure(let error) = result else { return }
-            // The controller refused the attempt: it cannot connect to this device now.
             initiating = nil
+            if case .status(let status, _) = error, status == .commandDisallowed, host.awaitsLateCancelOutcome {
+                // The controller still initiates the attempt it said it cancelled (Bumble's
+                // does until that peer connects): this one waits and tries again.
+                logger.info("connecting to \(next) refused while the controller still initiates a cancelled attempt; retrying in \(Self.initiatorTurn)")
+                turnTimer?.cancel()
+                turnTimer = loop.schedule(after: Self.initiatorTurn) { [weak self] in self?.initiateNext() }
+                return
+            }
+            // The controller refused the attempt: it cannot connect to this device now.
             logger.info("connecting to \(next) failed: \(error)")
             failPending(next, .refused(error))
             initiateNext()

@@ -208,8 +208,34 @@ extension LEHost {
     }
 
     /// Cancels the connection attempt in progress; it ends with `didFailToConnectTo`.
+    ///
+    /// The controller must follow a successful cancel with an LE Connection Complete (Unknown
+    /// Connection Identifier, Vol 4 Part E §7.8.13). Some never do (Bumble's, 0.0.236, answers
+    /// success and goes on initiating): after `cancelCompletionGrace` without it the attempt
+    /// ends as that event would end it, and `awaitsLateCancelOutcome` says the controller may
+    /// still report on it.
     public func cancelConnecting(completion: @escaping (Result<Void, HCIError>) -> Void) {
-        sequence([step(LECreateConnectionCancel())], completion: completion)
+        sequence([step(LECreateConnectionCancel())]) { [weak self] result in
+            if case .success = result, let self, connecting != nil {
+                cancelWatchdog?.cancel()
+                cancelWatchdog = loop.schedule(after: Self.cancelCompletionGrace) { [weak self] in
+                    self?.cancelCompletionOverdue()
+                }
+            }
+            completion(result)
+        }
+    }
+
+    /// The controller said it cancelled the attempt but never sent its LE Connection Complete.
+    private func cancelCompletionOverdue() {
+        cancelWatchdog = nil
+        guard let target = connecting else { return }
+        logger.warning("the controller accepted LE Create Connection Cancel but sent no LE Connection Complete within \(Self.cancelCompletionGrace) (a controller quirk: Bumble's does this); the attempt counts as cancelled",
+                       metadata: ["peer": "\(target)"])
+        connectionCompleted(status: .unknownConnectionIdentifier, handle: 0, role: .central, peer: target,
+                            interval: 0, latency: 0, timeout: 0)
+        // Set after: the event stood in for is not itself late.
+        awaitsLateCancelOutcome = true
     }
 
     /// Disconnects; `didDisconnect` follows.

@@ -125,6 +125,18 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     @exclusivity(unchecked) public internal(set) var supportedAdvertisingSets = 1
     /// The connection attempt in progress, for reporting its failure.
     @exclusivity(unchecked) var connecting: LEAddress?
+    /// Armed by a successful LE Create Connection Cancel until its LE Connection Complete.
+    @exclusivity(unchecked) var cancelWatchdog: TimerHandle?
+    /// How long the controller has, after accepting LE Create Connection Cancel, to send the LE
+    /// Connection Complete that ends the attempt. A controller sends it right after the Command
+    /// Complete (milliseconds even over a loaded USB or TCP transport); 2 s is far beyond that,
+    /// yet short against the app's wait (HostDevice gives each waiting connection a 2 s turn).
+    public static let cancelCompletionGrace: Duration = .seconds(2)
+    /// A cancelled attempt was ended by `cancelCompletionGrace`, not by the controller: its
+    /// late LE Connection Complete, if one comes, is stale (a failure is dropped; a success is
+    /// a link nobody is initiating, which the delegate keeps or ends), and the controller may
+    /// still be initiating (it refuses another LE Create Connection meanwhile).
+    @exclusivity(unchecked) public internal(set) var awaitsLateCancelOutcome = false
     /// The random address set in the controller, if any.
     @exclusivity(unchecked) public internal(set) var randomAddress: BluetoothAddress?
     /// Identity addresses in the controller's resolving list (LEHost+Privacy), and whether the
@@ -217,6 +229,9 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         let lost = connections.values.sorted { $0.handle < $1.handle }
         connections = [:]
         connecting = nil
+        cancelWatchdog?.cancel()
+        cancelWatchdog = nil
+        awaitsLateCancelOutcome = false
         advertisingSets = []
         randomAddress = nil
         resolvingListPeers = []
@@ -242,6 +257,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         assertOnLoop()
         for connection in connections.values { connection.l2cap.close() }
         connections = [:]
+        cancelWatchdog?.cancel()
+        cancelWatchdog = nil
         delegate?.host(self, didClose: error)
     }
 
@@ -318,9 +335,27 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         return report
     }
 
-    private func connectionCompleted(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
+    func connectionCompleted(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
                                      interval: UInt16, latency: UInt16, timeout: UInt16,
                                      resolvable: (local: BluetoothAddress, peer: BluetoothAddress) = (.zero, .zero)) {
+        var late = false
+        if role == .central {
+            if let watchdog = cancelWatchdog {
+                watchdog.cancel()
+                cancelWatchdog = nil
+            } else if awaitsLateCancelOutcome {
+                // The controller's word on the attempt the watchdog ended: its cancellation
+                // (stale now), or a link it made anyway, unless the peer is the one being
+                // initiated again since.
+                awaitsLateCancelOutcome = false
+                if status == .unknownConnectionIdentifier {
+                    logger.notice("late LE Connection Complete (\(status)) for an attempt already counted as cancelled; ignored",
+                                  metadata: ["peer": "\(peer)"])
+                    return
+                }
+                late = status.isSuccess && connecting != peer
+            }
+        }
         guard status.isSuccess else {
             logger.info("connection failed: \(status)", metadata: ["peer": "\(peer)"])
             if role == .central {
@@ -334,7 +369,7 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
             }
             return
         }
-        if role == .central { connecting = nil }
+        if role == .central && !late { connecting = nil }
         let link = L2CAPLink(handle: handle, role: role, lower: driver, loop: loop, peer: peer, logging: logging)
         link.delegate = self
         logger.info("connected to \(peer) as \(role == .central ? "central" : "peripheral")",

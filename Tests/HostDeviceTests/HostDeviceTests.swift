@@ -64,11 +64,14 @@ struct Bench {
     let sharedController: VirtualController
 
     /// `logging`: where the devices' loggers come from (a test's capture, or the process's).
-    init(extended: Bool = true, logging: StackLogging = .standard) throws {
+    /// `cancel`: how the controllers answer LE Create Connection Cancel.
+    init(extended: Bool = true, cancel: VirtualController.CreateConnectionCancelBehaviour = .standard,
+         logging: StackLogging = .standard) throws {
         let radio = VirtualRadio(loop: loop, seed: 5)
         self.radio = radio
         var configuration = VirtualController.Configuration()
         configuration.supportsExtendedAdvertising = extended
+        configuration.createConnectionCancel = cancel
         let loop = self.loop
         func controller(_ address: String, x: Double) -> VirtualController {
             VirtualController(radio: radio, address: BluetoothAddress(address)!, configuration: configuration,
