@@ -714,4 +714,53 @@ struct FaultInjectionTests {
         let again = rig.run(.subscribe)
         #expect(rig.wait({ again.isDone }) && again.errors.isEmpty)
     }
+
+    /// The central's controller forgets the link (no Disconnection Complete, no more completed
+    /// packets, Unknown Connection Identifier for its handle) while a read is in flight: the
+    /// read fails and the app hears `didDisconnect` at the ATT transaction timeout (30 s of
+    /// virtual time), both with `CBError.connectionTimeout`, once; nothing follows it, and
+    /// nothing of the link is left.
+    @Test func aReadOnALinkTheControllerForgotFailsAtTheATTTimeout() throws {
+        let rig = try FaultRig()
+        try rig.connect(for: .longRead)
+        let disconnects = rig.client.log.count(prefix: "disconnect")
+        let start = rig.onLoop { rig -> LoopInstant in
+            if let le = rig.centralDevice?.host.connections.values.first { rig.central.device?.controller?.forgetConnection(le.handle) }
+            return rig.radio.loop.now
+        }
+        let run = rig.run(.longRead)
+        #expect(rig.wait({ rig.client.log.count(prefix: "disconnect") > disconnects }))
+        let elapsed = rig.onLoop { $0.radio.loop.now } - start
+        #expect(elapsed >= .seconds(30) && elapsed < .seconds(31), "\(elapsed)")
+        let timeout = CBError.Code.connectionTimeout.rawValue
+        #expect(run.errors == ["value cb \(timeout)"])
+        #expect(run.answered == run.issued)
+        #expect(rig.client.log.all.last { $0.hasPrefix("disconnect") } == "disconnect \(timeout)")
+        rig.radio.run(for: .seconds(10))
+        #expect(rig.client.log.count(prefix: "disconnect") == disconnects + 1)
+        #expect(rig.client.late.isEmpty, "\(rig.client.late)")
+        #expect(rig.leftovers().isEmpty, "\(rig.leftovers())")
+        try rig.connect(for: .longRead)
+        let again = rig.run(.longRead)
+        #expect(rig.wait({ again.isDone }) && again.errors.isEmpty)
+    }
+
+    /// The app cancels a connection its controller forgot: Disconnect is answered Unknown
+    /// Connection Identifier, and `didDisconnect` (no error: the app asked) comes at once.
+    @Test func cancellingALinkTheControllerForgotEndsItPromptly() throws {
+        let rig = try FaultRig()
+        try rig.connect(for: .discovery)
+        let start = rig.onLoop { rig -> LoopInstant in
+            if let le = rig.centralDevice?.host.connections.values.first { rig.central.device?.controller?.forgetConnection(le.handle) }
+            return rig.radio.loop.now
+        }
+        let disconnects = rig.client.log.count(prefix: "disconnect")
+        rig.central.cancelPeripheralConnection(rig.peripheral)
+        #expect(rig.wait({ rig.client.log.count(prefix: "disconnect") > disconnects }))
+        #expect(rig.onLoop { $0.radio.loop.now } - start < .seconds(1))
+        #expect(rig.client.log.all.last { $0.hasPrefix("disconnect") } == "disconnect nil")
+        rig.radio.run(for: .seconds(10))
+        #expect(rig.client.log.count(prefix: "disconnect") == disconnects + 1)
+        #expect(rig.leftovers().isEmpty, "\(rig.leftovers())")
+    }
 }
