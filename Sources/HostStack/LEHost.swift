@@ -336,8 +336,8 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     }
 
     func connectionCompleted(status: HCIStatus, handle: ConnectionHandle, role: LERole, peer: LEAddress,
-                                     interval: UInt16, latency: UInt16, timeout: UInt16,
-                                     resolvable: (local: BluetoothAddress, peer: BluetoothAddress) = (.zero, .zero)) {
+                             interval: UInt16, latency: UInt16, timeout: UInt16,
+                             resolvable: (local: BluetoothAddress, peer: BluetoothAddress) = (.zero, .zero)) {
         var late = false
         if role == .central {
             if let watchdog = cancelWatchdog {
