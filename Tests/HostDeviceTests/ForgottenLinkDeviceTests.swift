@@ -100,6 +100,34 @@ struct ForgottenLinkDeviceTests {
         #expect((try? otherRead?.get()) != nil)
     }
 
+    @Test func withNoRequestOnTheForgottenLinkItsStalledBuffersEndIt() throws {
+        let bench = try Bench()
+        let central = Client("central")
+        bench.shared.addClient(central, roles: .central)
+        let forgotten = try Self.connect(bench, to: bench.peerA, for: central)
+        let other = try Self.connect(bench, to: bench.peerB, for: central)
+        bench.runFor(.milliseconds(500))
+        let driver = bench.shared.host.driver
+        let total = Int(try #require(driver.controllerInfo?.totalACLDataPackets))
+
+        // Writes without response only: no ATT transaction will time out on the forgotten link.
+        bench.sharedController.forgetConnection(forgotten.handle)
+        let start = bench.loop.now
+        for _ in 0..<total { #expect(driver.sendACL(handle: forgotten.handle, pdu: Self.writeCommand)) }
+        for _ in 0..<20 { #expect(driver.sendACL(handle: other.handle, pdu: Self.writeCommand)) }
+        bench.runFor(.seconds(39))
+        #expect(driver.queuedPDUs(handle: other.handle) == 20 && central.disconnected.isEmpty)
+        // 40 s without a completion while the other link waits: the driver disconnects the
+        // link, the controller does not know it, and it ends as a link lost (Connection Timeout).
+        #expect(bench.run { !central.disconnected.isEmpty })
+        #expect(bench.loop.now - start < .seconds(41))
+        #expect(central.disconnected.map(\.1) == [.connectionTimeout])
+        #expect(central.disconnected.map(\.0.handle) == [forgotten.handle])
+        #expect(bench.run { driver.queuedPDUs(handle: other.handle) == 0 && driver.aclCredits == total })
+        #expect(other.isOpen)
+        Self.expectNothingLeft(of: forgotten, in: bench)
+    }
+
     @Test func disconnectingAForgottenLinkEndsItPromptly() throws {
         let bench = try Bench()
         let central = Client("central")
