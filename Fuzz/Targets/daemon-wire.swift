@@ -166,7 +166,7 @@ func raw(_ input: inout FuzzInput, chunk: Int, client: DaemonClient) {
 /// Client messages built from choices, with time passing between them.
 func script(_ input: inout FuzzInput, client: DaemonClient, heard: Heard) {
     do {
-        try client.receive(.hello(version: input.u16() % 3, minimumVersion: 1, name: "fuzz"))
+        try client.receive(.hello(version: input.u16() % 4, minimumVersion: 1, name: "fuzz"))
         var request: UInt32 = 0
         while !input.isEmpty {
             let op = input.u8()
@@ -211,6 +211,10 @@ func script(_ input: inout FuzzInput, client: DaemonClient, heard: Heard) {
             case 17:
                 try client.receive(.registerConnectionEvents(session: session, services: input.bool() ? [BluetoothUUID(uuid16: 0xAA00)] : nil,
                                                              peripherals: input.bool() ? [peer] : nil))
+            // Any parameters, valid or not: the controller refuses what the link layer cannot do.
+            case 18: try client.receive(.setConnectionParameters(session: session, peer: peer, intervalMin: input.u16(),
+                                                                 intervalMax: input.u16(), latency: input.u16(), timeout: input.u16()))
+            case 19: try client.receive(.setPHY(session: session, peer: peer, phy: input.u8() % 3 + 1))
             default:
                 // Time passes: connections complete, procedures answer, timeouts fire.
                 bench.loop.run(for: .milliseconds(Int64(op >> 5) * 400 + 10))

@@ -295,6 +295,7 @@ extension DaemonMessage {
              .discoverCharacteristics(let session, _, _, _), .discoverDescriptors(let session, _, _, _),
              .read(let session, _, _, _), .write(let session, _, _, _, _), .writeWithoutResponse(let session, _, _, _),
              .setNotify(let session, _, _, _, _, _), .readRSSI(let session, _, _),
+             .setConnectionParameters(let session, _, _, _, _, _), .setPHY(let session, _, _),
              .registerConnectionEvents(let session, _, _):
             session
         // MARK: Peripheral role
@@ -585,6 +586,14 @@ final class CentralSession: CentralServiceEvents, KeptSession, ChannelSession, @
                 case .failure(let error): self?.answer(asked) { .rssi(session: $0, request: request, rssi: 127, error: "\(error)") }
                 }
             }
+        case .setConnectionParameters(_, let peer, let intervalMin, let intervalMax, let latency, let timeout):
+            // The controller checks the ranges (and refuses what is invalid: logged, as for an
+            // app of the daemon's own process).
+            service.updateParameters(of: peer, ConnectionParameters(intervalMin: intervalMin, intervalMax: intervalMax,
+                                                                    latency: latency, timeout: timeout))
+        case .setPHY(_, let peer, let phy):
+            // The decoder let only LE PHYs through.
+            if let phy = LEPHY(rawValue: phy) { service.setPHY(of: peer, phy) }
         case .openChannel(_, let peer, let request, let psm):
             service.openChannel(to: peer, psm: psm) { [weak self] result in
                 switch result {

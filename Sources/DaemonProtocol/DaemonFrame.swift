@@ -26,7 +26,7 @@ public enum DaemonProtocolError: Error, Sendable, Hashable, CustomStringConverti
 /// follows, then the message's type and fields.
 public enum DaemonFrame {
     /// The protocol version this build speaks (docs/daemon.md).
-    public static let version: UInt16 = 2
+    public static let version: UInt16 = 3
     /// The oldest version it still speaks.
     public static let minimumVersion: UInt16 = 1
     /// Bytes of one channel's data either side may have sent that the other has not counted

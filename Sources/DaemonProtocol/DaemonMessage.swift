@@ -15,7 +15,7 @@ public enum DaemonDisconnectCause: Sendable, Hashable {
     case link(HCIStatus)
 }
 
-/// One message between a client and `corebluetoothd`, versions 1 and 2 of the protocol
+/// One message between a client and `corebluetoothd`, versions 1 to 3 of the protocol
 /// (docs/daemon.md, "Messages"): values only. `session` names one manager of the client,
 /// `request` one call that answers.
 public enum DaemonMessage: Sendable, Hashable {
@@ -49,6 +49,12 @@ public enum DaemonMessage: Sendable, Hashable {
                    clientConfiguration: ATTHandle?, enabled: Bool)
     /// Answered by `rssi`.
     case readRSSI(session: UInt32, peer: LEAddress, request: UInt32)
+    /// New connection parameters asked for a link, in the link layer's units (interval 1.25 ms,
+    /// timeout 10 ms); fire and forget, as on a device of the process's own (version 3).
+    case setConnectionParameters(session: UInt32, peer: LEAddress, intervalMin: UInt16, intervalMax: UInt16, latency: UInt16,
+                                 timeout: UInt16)
+    /// A PHY asked for both ways on a link (`LEPHY` raw value); fire and forget (version 3).
+    case setPHY(session: UInt32, peer: LEAddress, phy: UInt8)
 
     // MARK: Daemon → client
 
@@ -205,6 +211,8 @@ public enum DaemonMessage: Sendable, Hashable {
         case writeWithoutResponse = 0x0026
         case setNotify = 0x0027
         case readRSSI = 0x0028
+        case setConnectionParameters = 0x0029
+        case setPHY = 0x002A
 
         case welcome = 0x8001
         case refused = 0x8002
@@ -276,7 +284,12 @@ public enum DaemonMessage: Sendable, Hashable {
         public var isFromClient: Bool { rawValue < 0x8000 }
 
         /// The first protocol version that has it.
-        public var version: UInt16 { (rawValue & 0x7FFF) >= 0x0050 ? 2 : 1 }
+        public var version: UInt16 {
+            switch self {
+            case .setConnectionParameters, .setPHY: 3
+            default: (rawValue & 0x7FFF) >= 0x0050 ? 2 : 1
+            }
+        }
     }
 
     public var kind: Kind {
@@ -298,6 +311,8 @@ public enum DaemonMessage: Sendable, Hashable {
         case .writeWithoutResponse: .writeWithoutResponse
         case .setNotify: .setNotify
         case .readRSSI: .readRSSI
+        case .setConnectionParameters: .setConnectionParameters
+        case .setPHY: .setPHY
         case .welcome: .welcome
         case .refused: .refused
         case .state: .state
@@ -399,6 +414,9 @@ public enum DaemonMessage: Sendable, Hashable {
             w.optional(cccd) { $0.handle($1) }
             w.bool(enabled)
         case .readRSSI(let session, let peer, let request): w.u32(session); w.leAddress(peer); w.u32(request)
+        case .setConnectionParameters(let session, let peer, let intervalMin, let intervalMax, let latency, let timeout):
+            w.u32(session); w.leAddress(peer); w.u16(intervalMin); w.u16(intervalMax); w.u16(latency); w.u16(timeout)
+        case .setPHY(let session, let peer, let phy): w.u32(session); w.leAddress(peer); w.u8(phy)
         case .welcome(let version, let address): w.u16(version); w.optional(address) { $0.leAddress($1) }
         case .refused(let reason): w.string(reason)
         case .state(let session, let state, let reason): w.u32(session); w.u8(state); w.optional(reason) { $0.string($1) }
@@ -594,6 +612,15 @@ public enum DaemonMessage: Sendable, Hashable {
         case .readRSSI:
             let session = try r.u32(), peer = try r.leAddress(), request = try r.u32()
             return .readRSSI(session: session, peer: peer, request: request)
+        case .setConnectionParameters:
+            let session = try r.u32(), peer = try r.leAddress()
+            let intervalMin = try r.u16(), intervalMax = try r.u16(), latency = try r.u16(), timeout = try r.u16()
+            return .setConnectionParameters(session: session, peer: peer, intervalMin: intervalMin, intervalMax: intervalMax,
+                                            latency: latency, timeout: timeout)
+        case .setPHY:
+            let session = try r.u32(), peer = try r.leAddress(), phy = try r.u8()
+            guard (1...3).contains(phy) else { throw DecodeError("\(r.context): PHY \(phy) (1 to 3)") }
+            return .setPHY(session: session, peer: peer, phy: phy)
         case .welcome:
             let version = try r.u16(), address = try r.optional { try $0.leAddress() }
             return .welcome(version: version, deviceAddress: address)

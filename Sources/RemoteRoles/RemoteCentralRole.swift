@@ -162,10 +162,21 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
         for request in waiting.values { request.completion(.failure(.disconnected)) }
     }
 
-    public func setPHY(of peer: LEAddress, _ phy: LEPHY) {}
+    /// Fire and forget, as in the process. A daemon of protocol version 2 or older has no message
+    /// for it: its device keeps the PHYs it has.
+    public func setPHY(of peer: LEAddress, _ phy: LEPHY) {
+        guard let session, links[peer] != nil, host.version >= 3 else { return }
+        host.send(.setPHY(session: session, peer: peer, phy: phy.rawValue))
+    }
 
-    /// Not in the daemon's protocol yet: the daemon's device keeps the parameters it chose.
-    public func updateParameters(of peer: LEAddress, _ parameters: ConnectionParameters) {}
+    /// Fire and forget, as in the process. A daemon of protocol version 2 or older has no message
+    /// for it: its device keeps the parameters it chose.
+    public func updateParameters(of peer: LEAddress, _ parameters: ConnectionParameters) {
+        guard let session, links[peer] != nil, host.version >= 3 else { return }
+        host.send(.setConnectionParameters(session: session, peer: peer, intervalMin: parameters.intervalMin,
+                                           intervalMax: parameters.intervalMax, latency: parameters.latency,
+                                           timeout: parameters.timeout))
+    }
 
     func sendLinkMessage(_ make: (UInt32) -> DaemonMessage) { send(make) }
 

@@ -381,8 +381,7 @@ final class CentralFixture: @unchecked Sendable {
         #expect((-100 ... -20).contains(value))
     }
 
-    @Test(.disabled(if: DaemonMode.isOn, "linuxSetConnectionInterval does not cross corebluetoothd yet (no wire message for a parameter update)"))
-    func linuxSetConnectionIntervalMovesTheLinkAndRefusesWhatTheLinkLayerCannotDo() throws {
+    @Test func linuxSetConnectionIntervalMovesTheLinkAndRefusesWhatTheLinkLayerCannotDo() throws {
         let fixture = try CentralFixture()
         let peripheral = try fixture.connectedSensor()
         // 7.5 ms: six 1.25 ms steps, below the 15 ms floor of the peripheral manager's latency.

@@ -40,6 +40,8 @@ struct DaemonProtocolTests {
         .setNotify(session: 1, peer: peer, request: 16, characteristic: characteristic, clientConfiguration: 0x0013, enabled: true),
         .setNotify(session: 1, peer: peer, request: 17, characteristic: characteristic, clientConfiguration: nil, enabled: false),
         .readRSSI(session: 1, peer: peer, request: 18),
+        .setConnectionParameters(session: 1, peer: peer, intervalMin: 6, intervalMax: 6, latency: 0, timeout: 0x01F4),
+        .setPHY(session: 1, peer: peer, phy: 2),
         .welcome(version: 1, deviceAddress: LEAddress(.publicDevice, BluetoothAddress(value: 0x00_1B_DC_01_02_03))),
         .welcome(version: 1, deviceAddress: nil),
         .refused(reason: "no common protocol version"),
@@ -358,6 +360,22 @@ struct DaemonProtocolTests {
             == [0x59, 0x00, 1, 0, 0, 0, 3, 0, 0, 0, 2, 0x40, 0xE2, 0x01, 0x00])
         #expect(DaemonMessage.Kind.openChannel.version == 2 && DaemonMessage.Kind.pairingPrompt.version == 2)
         #expect(DaemonMessage.Kind.restorePeripheralState.version == 1 && DaemonMessage.Kind.update.version == 1)
+    }
+
+    @Test func linkParameterBytes() throws {
+        #expect(DaemonMessage.setConnectionParameters(session: 1, peer: Self.peer, intervalMin: 6, intervalMax: 0x0C80, latency: 3,
+                                                      timeout: 0x01F4).encoded
+            == [0x29, 0x00, 1, 0, 0, 0] + [0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0] + [6, 0, 0x80, 0x0C, 3, 0, 0xF4, 0x01])
+        #expect(DaemonMessage.setPHY(session: 1, peer: Self.peer, phy: 3).encoded
+            == [0x2A, 0x00, 1, 0, 0, 0] + [0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0] + [3])
+        #expect(DaemonMessage.Kind.setConnectionParameters.version == 3 && DaemonMessage.Kind.setPHY.version == 3)
+        #expect(DaemonMessage.Kind.readRSSI.version == 1)
+        // PHYs other than LE 1M, 2M and Coded.
+        for phy: UInt8 in [0, 4, 0xFF] {
+            #expect(throws: DaemonProtocolError.self) {
+                try DaemonMessage.decode([0x2A, 0x00, 1, 0, 0, 0] + [0x01, 0x55, 0x44, 0x33, 0x22, 0x11, 0xC0] + [phy])
+            }
+        }
     }
 
     @Test func badChannelAndPairingFieldsAreErrors() {

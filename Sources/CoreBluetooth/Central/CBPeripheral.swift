@@ -846,7 +846,8 @@ public enum CBLinuxPHY: Sendable, Hashable {
 extension CBPeripheral {
     /// **Linux extension.** Asks the link layer to move the connection to `phy` in both
     /// directions (LE Set PHY), as iOS does by itself for 2M. Fire and forget: the peripheral's
-    /// controller may refuse, and the link then stays where it is.
+    /// controller may refuse, and the link then stays where it is. Through `corebluetoothd`, a
+    /// daemon of protocol version 3 or later.
     public func linuxSetPHY(_ phy: CBLinuxPHY) {
         guard requireConnected("linuxSetPHY(_:)") else { return }
         let wanted: LEPHY = switch phy {
@@ -861,8 +862,8 @@ extension CBPeripheral {
     /// 4 s, rounded to the link layer's 1.25 ms steps), no peripheral latency, a supervision
     /// timeout of 5 s (or just over two intervals, if longer): what a simulated fleet or a throughput test needs, below the 15 ms floor of
     /// ``CBPeripheralManager/setDesiredConnectionLatency(_:for:)``. Fire and forget: the
-    /// controller or the peer may refuse, and the link then keeps its interval. Not passed on
-    /// by `corebluetoothd` yet.
+    /// controller or the peer may refuse, and the link then keeps its interval. Through
+    /// `corebluetoothd`, a daemon of protocol version 3 or later.
     public func linuxSetConnectionInterval(_ interval: TimeInterval) {
         guard requireConnected("linuxSetConnectionInterval(_:)") else { return }
         guard interval.isFinite, (0.0075...4.0).contains(interval) else {
