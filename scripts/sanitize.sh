@@ -2,8 +2,9 @@
 # Runs test suites under a sanitizer: scripts/sanitize.sh [thread|address] [FILTER...]
 #
 #   thread   the thread sanitizer over the suites whose code crosses threads (the default list
-#            below: the API, its async layer, the examples, the loops, the transports, cbtool
-#            and the daemon); CI runs this.
+#            below: the API, its async layer, the examples, the loops, the transports, cbtool,
+#            the daemon, and the bond and identifier stores' multi-process tests, whose writer
+#            process is instrumented too); CI runs this.
 #   address  the address sanitizer over the whole suite (or the FILTERs given).
 #
 # FILTERs are `swift test --filter` patterns (a suite, `Module.Suite`, a test). Each sanitizer
@@ -22,7 +23,7 @@ case "$kind" in
 thread)
     scratch=.build-tsan
     default_filters=(CoreBluetoothTests CoreBluetoothAsyncTests ExampleAppsTests SchedulingTests HCITransportTests
-        CBToolTests CoreBluetoothDaemonTests)
+        CBToolTests CoreBluetoothDaemonTests BondingTests.KillTests twoProcessesWritingAtOnceLoseNothing)
     ;;
 address)
     scratch=.build-asan

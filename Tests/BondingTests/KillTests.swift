@@ -51,6 +51,30 @@ struct KillTests {
         return bond
     }
 
+    /// Microseconds for the writer to start and write 20 versions, measured on a store of its own:
+    /// one run that only starts (0 versions) and one that writes 50, each timed to its exit.
+    static func calibratedKillBound(writer: URL, in directory: URL) throws -> UInt32 {
+        func timedRun(versions: Int) throws -> Duration {
+            let store = directory.appendingPathComponent("calibration-\(versions)")
+            let process = Process()
+            process.executableURL = writer
+            process.arguments = [store.path, String(versions)]
+            process.standardOutput = FileHandle.nullDevice
+            let started = ContinuousClock.now
+            try process.run()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "the writer failed writing \(versions) versions")
+            return ContinuousClock.now - started
+        }
+        let startUp = try timedRun(versions: 0)
+        let fifty = try timedRun(versions: 50)
+        let perVersion = max(fifty - startUp, .zero) / 50
+        let bound = startUp + perVersion * 20
+        // Capped at 2 s: a kill loop of 100 runs then stays within a few minutes.
+        let microseconds = min(bound.components.seconds * 1_000_000 + bound.components.attoseconds / 1_000_000_000_000, 2_000_000)
+        return UInt32(microseconds)
+    }
+
     @Test func aWriterKilledAtRandomMomentsLeavesACompleteStore() throws {
         let writer = try #require(Self.writer, """
             \(Self.writerName) is not built: build every target (`swift build --build-tests`). Looked in:
@@ -62,9 +86,11 @@ struct KillTests {
         // Made here: a writer killed before it made the directory would leave none to look in.
         try FileManager.default.createDirectory(at: dir.store, withIntermediateDirectories: true)
 
-        // Long enough for a version to be written (start-up takes some of it), short enough that
-        // most kills land in a write: the writer does little else.
-        let delays = 0...40_000 as ClosedRange<UInt32>
+        // Long enough for versions to be written (start-up takes some of it), short enough that
+        // most kills land in a write: the writer does little else. 40 ms suits a plain build; an
+        // instrumented writer (the thread sanitizer's) starts and writes several times slower,
+        // so the bound follows the writer's measured speed: start-up plus 20 versions.
+        let delays = 0...max(40_000, try Self.calibratedKillBound(writer: writer, in: dir.url))
         var highest: UInt32 = 0
         var localIRK: [UInt8]?
         var kills = 0
