@@ -482,12 +482,15 @@ func apiConnections(count: Int) -> [Figure] {
     _ = scanner.stop()
     let identifiers = scanner.takeIdentifiers()
     precondition(identifiers.count == count, "found \(identifiers.count)/\(count)")
-    let centrals = (0..<count).map { _ in Connector(radio: radio) }
-    guard radio.run(until: { centrals.allSatisfy { $0.poweredOn.value == 1 } }) else { fatalError("centrals") }
+    // The waits' conditions run after every delegate callback: a count over all centrals is one
+    // read where a walk over them made the harness itself quadratic in `count`.
+    let totals = Connector.Totals()
+    let centrals = (0..<count).map { _ in Connector(radio: radio, totals: totals) }
+    guard radio.run(until: { totals.poweredOn.value == count }) else { fatalError("centrals") }
     let rssDevices = residentKiB()
     let time = measureBoth {
         for (index, central) in centrals.enumerated() { central.connect(identifiers["p\(index)"]!) }
-        guard radio.run(until: { centrals.allSatisfy { $0.connected.value == 1 } }, timeout: .seconds(600)) else {
+        guard radio.run(until: { totals.connected.value == count }, timeout: .seconds(600)) else {
             fatalError("connected \(centrals.filter { $0.connected.value == 1 }.count)/\(count)")
         }
     }
@@ -510,14 +513,25 @@ final class Connector: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
     let poweredOn = Count()
     let connected = Count()
     private var peripheral: CBPeripheral?
+    /// Counts shared by many connectors, if given.
+    private let totals: Totals?
 
-    init(radio: CBVirtualRadio) {
+    final class Totals: Sendable {
+        let poweredOn = Count()
+        let connected = Count()
+    }
+
+    init(radio: CBVirtualRadio, totals: Totals? = nil) {
+        self.totals = totals
         super.init()
         manager = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: self, queue: queue) }
     }
 
     func centralManagerDidUpdateState(_ central: CBCentralManager) {
-        if central.state == .poweredOn { poweredOn.add() }
+        if central.state == .poweredOn {
+            poweredOn.add()
+            totals?.poweredOn.add()
+        }
     }
 
     func connect(_ identifier: UUID) {
@@ -528,5 +542,8 @@ final class Connector: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
         }
     }
 
-    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) { connected.add() }
+    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+        connected.add()
+        totals?.connected.add()
+    }
 }
