@@ -80,8 +80,13 @@ final class BenchPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked S
     private var sent = 0
     private var target = 0
 
-    init(radio: CBVirtualRadio, name: String = "bench") {
+    /// Counts advertising managers across many peripherals, if given (a wait's condition reads
+    /// it once instead of walking every peripheral after each callback).
+    private let advertisingTotal: Count?
+
+    init(radio: CBVirtualRadio, name: String = "bench", advertisingTotal: Count? = nil) {
         self.name = name
+        self.advertisingTotal = advertisingTotal
         super.init()
         manager = CBVirtualRadio.withCurrent(radio) { CBPeripheralManager(delegate: self, queue: queue) }
     }
@@ -101,6 +106,7 @@ final class BenchPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked S
     func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
         precondition(error == nil, "advertise: \(error!)")
         advertising.add()
+        advertisingTotal?.add()
     }
 
     func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didSubscribeTo characteristic: CBCharacteristic) {
@@ -469,8 +475,9 @@ func apiConnections(count: Int) -> [Figure] {
     let rssStart = residentKiB()
     // The radio remembers every peripheral's identifier (by default it keeps 1,024).
     let radio = CBVirtualRadio(clock: .virtual, seed: 13, airTime: .instant, rememberedPeers: max(1024, 2 * count))
-    let peripherals = (0..<count).map { BenchPeripheral(radio: radio, name: "p\($0)") }
-    guard radio.run(until: { peripherals.allSatisfy { $0.advertising.value > 0 } }, timeout: .seconds(60)) else {
+    let advertising = Count()
+    let peripherals = (0..<count).map { BenchPeripheral(radio: radio, name: "p\($0)", advertisingTotal: advertising) }
+    guard radio.run(until: { advertising.value >= count }, timeout: .seconds(60)) else {
         fatalError("advertisers did not start")
     }
     // One scan learns every peripheral's identifier; each central then connects by identifier.
