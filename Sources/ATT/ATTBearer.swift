@@ -331,7 +331,7 @@ public final class ATTBearer: @unchecked Sendable {
             }
             return
         }
-        if case .failure(let error) = result { logger.debug("\(request.pdu.opcode.name): \(error)") }
+        if case .failure(let error) = result, logSource.allows(.debug) { logger.debug("\(request.pdu.opcode.name): \(error)") }
         request.completion(result)
         sendNextRequest()
     }

@@ -74,12 +74,37 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
         var identities: [LEAddress: Entry] = [:]
         var privates: [LEAddress: PrivateEntry] = [:]
         var pending: [LEAddress: Pending] = [:]
+        /// The identities by identifier, for `address(for:)` (connecting to 10,000 peripherals
+        /// by identifier walked every entry each time): made at the first look-up, kept up to
+        /// date as devices are added, and dropped (to be made again) by the rare other changes.
+        var byIdentifier: IdentifierIndex?
         var generation: UInt64 = 0
         var tick: UInt64 = 0
         /// A write is queued and has not yet taken its snapshot: later changes ride along.
         var writeQueued = false
         /// Files written, for the tests of coalescing.
         var writes = 0
+    }
+
+    /// Identity addresses by identifier: mostly one address each (one entry, no array); an
+    /// identity that took the identifier of the address it was seen at shares it.
+    struct IdentifierIndex {
+        private var first: [UUID: LEAddress] = [:]
+        private var others: [UUID: [LEAddress]] = [:]
+
+        init(_ identities: [LEAddress: Entry]) {
+            first.reserveCapacity(identities.count)
+            for (key, entry) in identities { add(key, entry.identifier) }
+        }
+
+        mutating func add(_ key: LEAddress, _ identifier: UUID) {
+            if first[identifier] == nil { first[identifier] = key } else { others[identifier, default: []].append(key) }
+        }
+
+        func keys(_ identifier: UUID) -> [LEAddress] {
+            guard let key = first[identifier] else { return [] }
+            return [key] + (others[identifier] ?? [])
+        }
     }
 
     /// The file; nil for a store in memory.
@@ -181,8 +206,11 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
             }
             let identifier = candidate ?? UUID()
             state.identities[key] = Entry(identifier: identifier, lastSeen: now)
+            state.byIdentifier?.add(key, identifier)
             note(.seen, of: key, &state)
-            for evicted in Self.evict(&state.identities, capacity: capacity, sparing: key) { state.pending[evicted] = nil }
+            let evicted = Self.evict(&state.identities, capacity: capacity, sparing: key)
+            for key in evicted { state.pending[key] = nil }
+            if !evicted.isEmpty { state.byIdentifier = nil }
             return identifier
         }
     }
@@ -219,7 +247,10 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
     /// the store (a bonded one first), else the private address it was handed out for.
     package func address(for identifier: UUID) -> LEAddress? {
         state.withLock { state in
-            let identities = state.identities.filter { $0.value.identifier == identifier }
+            if state.byIdentifier == nil { state.byIdentifier = IdentifierIndex(state.identities) }
+            let identities = state.byIdentifier!.keys(identifier).compactMap { key in
+                state.identities[key].flatMap { $0.identifier == identifier ? (key: key, value: $0) : nil }
+            }
             if let best = identities.max(by: { ($0.value.bonded ? 1 : 0, $0.value.lastSeen) < ($1.value.bonded ? 1 : 0, $1.value.lastSeen) }) {
                 return best.key
             }
@@ -246,6 +277,7 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
             let old = state.identities[key]
             guard old?.identifier != identifier || old?.bonded != true else { return identifier }
             state.identities[key] = Entry(identifier: identifier, lastSeen: max(now, old?.lastSeen ?? now), bonded: true)
+            state.byIdentifier = nil
             note(.assigned, of: key, &state)
             return identifier
         }
@@ -351,6 +383,7 @@ package final class IdentifierStore: Sendable, FlushedAtExit {
                 return merged
             }
             state.withLock { state in
+                state.byIdentifier = nil
                 for (key, pending) in changes where state.pending[key]?.generation == pending.generation {
                     state.pending[key] = nil
                 }

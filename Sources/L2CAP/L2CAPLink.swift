@@ -133,7 +133,7 @@ public final class L2CAPLink: @unchecked Sendable {
     /// requests are answered with Pairing Failed "Pairing Not Supported".
     @exclusivity(unchecked) public private(set) var securityManager: L2CAPFixedChannel!
     /// The LE signalling channel: the link's own (its handlers are the link's).
-    @exclusivity(unchecked) private var signaling: L2CAPFixedChannel!
+    @exclusivity(unchecked) private var signalingStorage: L2CAPFixedChannel?
 
     /// Fixed channels a layer above registered besides ATT, LE signalling and SMP (kept in the
     /// properties above), in CID order. Empty, and so without storage, on most links: a table
@@ -161,12 +161,20 @@ public final class L2CAPLink: @unchecked Sendable {
         lazyLogger = LazyLogger(.l2cap, link: logContext)
         self.lower = lower
         self.loop = loop
-        // The fixed channels every LE-U link has.
+        // The fixed channels every LE-U link has. LE signalling is the link's own business: its
+        // channel object is made only if a user asks for it (`channel(for:)`), and SMP with no
+        // handler refuses pairing here; no closure per link (thousands of links in a fleet).
         att = L2CAPFixedChannel(channelID: L2CAPChannelID.att, link: self)
-        signaling = L2CAPFixedChannel(channelID: L2CAPChannelID.leSignaling, link: self)
-        signaling.onReceive = { [weak self] payload in self?.receiveSignaling(payload) }
         securityManager = L2CAPFixedChannel(channelID: L2CAPChannelID.securityManager, link: self)
-        securityManager.onReceive = { [weak self] sdu in self?.refusePairing(sdu) }
+    }
+
+    /// The LE signalling channel's object, made when a user first asks for it.
+    private var signaling: L2CAPFixedChannel {
+        if let signalingStorage { return signalingStorage }
+        let channel = L2CAPFixedChannel(channelID: L2CAPChannelID.leSignaling, link: self)
+        channel.onReceive = { [weak self] payload in self?.receiveSignaling(payload) }
+        signalingStorage = channel
+        return channel
     }
 
     // MARK: Channels
@@ -200,11 +208,13 @@ public final class L2CAPLink: @unchecked Sendable {
     }
 
     /// The CIDs that have a channel, in order.
-    public var channelIDs: [UInt16] { allChannelsInOrder.map(\.channelID) }
+    public var channelIDs: [UInt16] {
+        (otherChannels.map(\.channelID) + [L2CAPChannelID.att, L2CAPChannelID.leSignaling, L2CAPChannelID.securityManager]).sorted()
+    }
 
-    /// Every channel, in CID order.
+    /// Every channel object made, in CID order.
     private var allChannelsInOrder: [L2CAPFixedChannel] {
-        (otherChannels + [att, signaling, securityManager].compactMap { $0 }).sorted { $0.channelID < $1.channelID }
+        (otherChannels + [att, signalingStorage, securityManager].compactMap { $0 }).sorted { $0.channelID < $1.channelID }
     }
 
     // MARK: Credit-based channels (their logic is in L2CAPCreditChannel.swift)
@@ -247,8 +257,14 @@ public final class L2CAPLink: @unchecked Sendable {
             return
         }
         let cid = frame.channelID
-        if cid < Self.fixedChannelLimit, let channel = channel(for: cid) {
-            channel.onReceive?(frame.payload)
+        if cid == L2CAPChannelID.leSignaling, signalingStorage == nil {
+            receiveSignaling(frame.payload)
+        } else if cid < Self.fixedChannelLimit, let channel = channel(for: cid) {
+            if let onReceive = channel.onReceive {
+                onReceive(frame.payload)
+            } else if cid == L2CAPChannelID.securityManager {
+                refusePairing(frame.payload)
+            }
         } else if let channel = creditChannel(localCID: cid) {
             channel.receiveKFrame(frame.payload)
         } else {
@@ -258,7 +274,7 @@ public final class L2CAPLink: @unchecked Sendable {
     }
 
     func sendSignaling(_ identifier: UInt8, _ command: SignalingCommand) {
-        signaling.send(SignalingPacket(identifier: identifier, command: command).encode())
+        _ = send(BasicFrame(channelID: L2CAPChannelID.leSignaling, payload: SignalingPacket(identifier: identifier, command: command).encode()))
     }
 
     /// A fresh identifier (1–255, never 0) for a command we originate.
@@ -366,7 +382,7 @@ public final class L2CAPLink: @unchecked Sendable {
         // In CID order, without making a list (this runs as the controller's buffers drain).
         for channel in otherChannels where channel.channelID < L2CAPChannelID.att { channel.onCanSendMore?() }
         att.onCanSendMore?()
-        signaling.onCanSendMore?()
+        signalingStorage?.onCanSendMore?()
         securityManager.onCanSendMore?()
         for channel in otherChannels where channel.channelID > L2CAPChannelID.securityManager { channel.onCanSendMore?() }
         // After the fixed channels (ATT first in line), channels' K-frames fill what is left.
@@ -392,7 +408,7 @@ public final class L2CAPLink: @unchecked Sendable {
 
     // MARK: SMP until pairing exists
 
-    /// Pairing Request (0x01) and Security Request (0x0B) get Pairing Failed (0x05) with reason
+    /// While the SMP channel has no handler: Pairing Request (0x01) and Security Request (0x0B) get Pairing Failed (0x05) with reason
     /// Pairing Not Supported (0x05) (Vol 3 Part H §3.5.5); anything else is ignored.
     private func refusePairing(_ sdu: [UInt8]) {
         guard let code = sdu.first, code == 0x01 || code == 0x0B else { return }

@@ -393,7 +393,12 @@ struct TimerHeap {
         // A cancelled timer stays until it reaches the top, and most are cancelled long before
         // (an HCI command's or an ATT request's timeout): a heap about to grow drops them first,
         // so that it holds what is live, not every timeout of thousands of connections' setup.
-        if items.count >= 32, items.count == items.capacity { dropCancelled() }
+        if items.count >= 32, items.count == items.capacity {
+            dropCancelled()
+            // Few dropped: grow anyway, or every push would walk the whole heap again (10,000
+            // connections' supervision and advertising timers, with a cancelled one or two).
+            if items.count > items.capacity / 2 { items.reserveCapacity(items.capacity * 2) }
+        }
         items.append(entry)
         var i = items.count - 1
         while i > 0 {

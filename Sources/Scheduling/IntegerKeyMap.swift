@@ -27,8 +27,9 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @inlinable
     public var count: Int { _count }
 
-    /// An empty map; its slots (8 at first) are made at the first insertion: every connection
-    /// keeps maps that often stay empty, and fleets of thousands paid for them up front.
+    /// An empty map; its slots (2 at first, doubling) are made at the first insertion: every
+    /// connection keeps maps that often stay empty or hold one entry (a device's links by
+    /// handle, with one link), and fleets of thousands paid for 8 slots up front.
     @inlinable
     public init() {
         slotKeys = []
@@ -138,10 +139,10 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @usableFromInline
     mutating func grow() {
         let oldKeys = slotKeys, oldValues = slotValues
-        let slots = oldKeys.isEmpty ? 8 : oldKeys.count * 2
+        let slots = oldKeys.isEmpty ? 2 : oldKeys.count * 2
         slotKeys = Array(repeating: nil, count: slots)
         slotValues = Array(repeating: nil, count: slots)
-        shift = oldKeys.isEmpty ? 64 - 3 : shift - 1
+        shift = oldKeys.isEmpty ? 64 - 1 : shift - 1
         for i in oldKeys.indices {
             guard let key = oldKeys[i], let value = oldValues[i] else { continue }
             let index = slot(of: key).index

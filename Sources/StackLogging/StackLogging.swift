@@ -177,6 +177,17 @@ public struct LazyLogger: Sendable {
         }
         set { source = .made(newValue) }
     }
+
+    /// Whether a message at `level` would be logged, without making the logger: a message at
+    /// a level that is off should not make a link's `Logger` (a GATT discovery's normal end,
+    /// an error response, made one on every link of a fleet).
+    public func allows(_ level: Logger.Level) -> Bool {
+        switch source {
+        case .made(let logger): logger.logLevel <= level
+        case .link(let link, _): link.logging.level <= level
+        case .standard: StackLogging.defaultLevel <= level
+        }
+    }
 }
 
 extension Logger {

@@ -318,6 +318,16 @@ extension VirtualController {
     /// matter here, so only then does the radio deliver them.
     public var listensForAdvertising: Bool { scanning.enabled || initiating != nil }
 
+    /// An initiator for one peer that does not scan hears only that advertiser's legacy PDUs
+    /// (`initiatorReceived` drops the others), unless an advertiser's RPA might resolve to the
+    /// peer: then every address matters. The resolving list and address resolution cannot
+    /// change while initiating (they are in use), so `initiating`'s changes are the ones to tell.
+    public var advertiserOfInterest: BluetoothAddress? {
+        guard !scanning.enabled, let c = initiating, c.initiatorFilterPolicy == .peerAddress,
+              !(addressResolutionEnabled && resolvingList.contains { $0.peerKey != nil }) else { return nil }
+        return c.peerAddress
+    }
+
     public func radioDidReceive(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) {
         if extended.family == .extended { return extendedFamilyReceived(pdu, rssi: rssi, from: sender) }
         switch pdu {

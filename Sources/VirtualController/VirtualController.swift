@@ -66,8 +66,16 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     @exclusivity(unchecked) var advertising = AdvertisingState()
     @exclusivity(unchecked) var scanning = ScanningState() { didSet { noteListening() } }
     @exclusivity(unchecked) var initiating: LECreateConnection? { didSet { noteListening() } }
-    /// `listensForAdvertising` as the radio last heard it (the radio keeps a list of listeners).
-    @exclusivity(unchecked) private var announcedListening = false
+    /// `listensForAdvertising` and `advertiserOfInterest` as the radio last heard them (the
+    /// radio keeps lists of listeners).
+    @exclusivity(unchecked) private var announcedListening = Listening(listens: false, advertiser: nil)
+
+    struct Listening: Equatable {
+        let listens: Bool
+        let advertiser: BluetoothAddress?
+    }
+
+    private var listening: Listening { Listening(listens: listensForAdvertising, advertiser: advertiserOfInterest) }
     @exclusivity(unchecked) var filterAcceptList: [LEAddress] = []
     @exclusivity(unchecked) var resolvingList: [ResolvingListEntry] = []
     @exclusivity(unchecked) var addressResolutionEnabled = false
@@ -99,7 +107,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         resetState()
         if radio.loop.inLoop {
             radioID = radio.attach(self, at: position)
-            announcedListening = listensForAdvertising
+            announcedListening = listening
         } else {
             // Attach synchronously for manually paced loops driven by this thread later.
             radioIDPending = position
@@ -113,13 +121,13 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         if let position = radioIDPending {
             radioIDPending = nil
             radioID = radio.attach(self, at: position)
-            announcedListening = listensForAdvertising
+            announcedListening = listening
         }
     }
 
     /// Tells the radio when `listensForAdvertising` changes (once attached: attaching asks it).
     private func noteListening() {
-        let now = listensForAdvertising
+        let now = listening
         guard now != announcedListening, radioID != 0 else { return }
         announcedListening = now
         radio.listeningChanged(radioID)

@@ -22,11 +22,21 @@ public protocol RadioDevice: AnyObject, Sendable {
     /// on it, so a device whose answer changes must say so (it keeps a list of listeners, not
     /// visiting every device per PDU).
     var listensForAdvertising: Bool { get }
+    /// While listening, the one advertiser address whose legacy advertising PDUs can matter to
+    /// the device (an initiator for one peer that does not scan), or nil for every advertiser.
+    /// The radio asks it together with `listensForAdvertising`: with ten thousand initiators
+    /// among ten thousand advertisers, handing each of them every PDU made connection set-up
+    /// quadratic. Extended advertising PDUs still reach every listener (their primary PDU
+    /// carries no address to sort by).
+    var advertiserOfInterest: BluetoothAddress? { get }
 }
 
 extension RadioDevice {
     /// Devices that do not say hear every broadcast.
     public var listensForAdvertising: Bool { true }
+
+    /// Devices that do not say hear every advertiser.
+    public var advertiserOfInterest: BluetoothAddress? { nil }
 
     /// Devices without extended advertising hear nothing of it.
     public func radioDidReceive(_ pdu: ExtendedAdvertisingPDU, phy: LEPHY, rssi: Int8, from sender: RadioDeviceID) {}
@@ -57,6 +67,9 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         /// Added to the path-loss model's power (dB), e.g. a stronger or weaker transmitter.
         var txPowerOffset: Double
         var poweredOn: Bool
+        /// The advertiser address the device listens for, as the radio last heard it (the key
+        /// of its entry in `listenersByAdvertiser`), or nil.
+        var advertiserOfInterest: UInt64?
     }
 
     @exclusivity(unchecked) private var devices = IntegerKeyMap<RadioDeviceID, Entry>()
@@ -69,6 +82,11 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// grow with attachment, so this is `deviceOrder`'s listening subset, kept sorted. A
     /// broadcast visits these only (a scanner among a thousand advertisers: one, not a thousand).
     @exclusivity(unchecked) private var listeners: [RadioDeviceID] = []
+    /// The listeners without an advertiser of interest (`RadioDevice.advertiserOfInterest`):
+    /// those that hear every legacy advertising PDU. Sorted like `listeners`.
+    @exclusivity(unchecked) private var allAdvertiserListeners: [RadioDeviceID] = []
+    /// The other listeners, by the address (`BluetoothAddress.value`) they listen for, sorted.
+    @exclusivity(unchecked) private var listenersByAdvertiser: [UInt64: [RadioDeviceID]] = [:]
     @exclusivity(unchecked) private var nextID: RadioDeviceID = 1
     /// Connections by access address: the two devices in them and whether they can hear each other.
     @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)>()
@@ -96,14 +114,14 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         nextID += 1
         devices[id] = Entry(ref: WeakDevice(device), position: position, txPowerOffset: 0, poweredOn: true)
         deviceOrder.append(id)
-        if device.listensForAdvertising { listeners.append(id) }
+        if device.listensForAdvertising { addListener(id, interest: device.advertiserOfInterest) }
         return id
     }
 
     public func detach(_ id: RadioDeviceID) {
+        removeListener(id)
         devices[id] = nil
         deviceOrder.removeAll { $0 == id }
-        removeListener(id)
         for aa in links.keys.sorted() {
             if let link = links[aa], link.a == id || link.b == id { linkLost(aa, notifyingExcept: id) }
         }
@@ -112,22 +130,71 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// A device's `listensForAdvertising` may have changed: the radio asks it again.
     public func listeningChanged(_ id: RadioDeviceID) {
         guard let device = devices[id]?.device else { return removeListener(id) }
-        if device.listensForAdvertising { addListener(id) } else { removeListener(id) }
+        if device.listensForAdvertising {
+            addListener(id, interest: device.advertiserOfInterest)
+        } else {
+            removeListener(id)
+        }
     }
 
-    /// Inserts `id` into `listeners` in order (identifiers follow attachment order).
-    private func addListener(_ id: RadioDeviceID) {
-        var low = 0, high = listeners.count
-        while low < high {
-            let middle = (low + high) / 2
-            if listeners[middle] < id { low = middle + 1 } else { high = middle }
+    /// Adds `id` to the listeners (again, if its advertiser of interest changed), in order.
+    private func addListener(_ id: RadioDeviceID, interest: BluetoothAddress?) {
+        let key = interest?.value
+        if Self.insert(id, into: &listeners) {
+            devices[id]?.advertiserOfInterest = nil
+        } else if devices[id]?.advertiserOfInterest == key {
+            return
+        } else {
+            removeFromInterest(id)
         }
-        if low < listeners.count && listeners[low] == id { return }
-        listeners.insert(id, at: low)
+        devices[id]?.advertiserOfInterest = key
+        if let key {
+            Self.insert(id, into: &listenersByAdvertiser[key, default: []])
+        } else {
+            Self.insert(id, into: &allAdvertiserListeners)
+        }
     }
 
     private func removeListener(_ id: RadioDeviceID) {
-        if let index = listeners.firstIndex(of: id) { listeners.remove(at: index) }
+        guard let index = Self.index(of: id, in: listeners) else { return }
+        listeners.remove(at: index)
+        removeFromInterest(id)
+    }
+
+    /// Takes `id` out of `allAdvertiserListeners` or `listenersByAdvertiser`.
+    private func removeFromInterest(_ id: RadioDeviceID) {
+        if let key = devices[id]?.advertiserOfInterest {
+            devices[id]?.advertiserOfInterest = nil
+            guard var ids = listenersByAdvertiser[key] else { return }
+            if let index = Self.index(of: id, in: ids) { ids.remove(at: index) }
+            listenersByAdvertiser[key] = ids.isEmpty ? nil : ids
+        } else if let index = Self.index(of: id, in: allAdvertiserListeners) {
+            allAdvertiserListeners.remove(at: index)
+        }
+    }
+
+    /// Where `id` is or would go in the sorted `ids`.
+    private static func insertionPoint(of id: RadioDeviceID, in ids: [RadioDeviceID]) -> Int {
+        var low = 0, high = ids.count
+        while low < high {
+            let middle = (low + high) / 2
+            if ids[middle] < id { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    private static func index(of id: RadioDeviceID, in ids: [RadioDeviceID]) -> Int? {
+        let point = insertionPoint(of: id, in: ids)
+        return point < ids.count && ids[point] == id ? point : nil
+    }
+
+    /// Inserts `id` into the sorted `ids`; false if it was there already.
+    @discardableResult
+    private static func insert(_ id: RadioDeviceID, into ids: inout [RadioDeviceID]) -> Bool {
+        let point = insertionPoint(of: id, in: ids)
+        if point < ids.count && ids[point] == id { return false }
+        ids.insert(id, at: point)
+        return true
     }
 
     public func position(of id: RadioDeviceID) -> RadioPosition? { devices[id]?.position }
@@ -175,8 +242,20 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         guard devices[sender]?.poweredOn == true else { return 0 }
         advertisingPDUsSent += 1
         let air = airTime == .timed ? LEPHY.le1M.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
-        for id in listeners where id != sender {
-            guard let device = devices[id]?.device, device.listensForAdvertising,
+        // The listeners for every advertiser and those for this one, merged in attachment order.
+        let all = allAdvertiserListeners
+        let some = listenersByAdvertiser[pdu.advA.address.value] ?? []
+        var i = 0, j = 0
+        while i < all.count || j < some.count {
+            let id: RadioDeviceID
+            if j == some.count || (i < all.count && all[i] < some[j]) {
+                id = all[i]
+                i += 1
+            } else {
+                id = some[j]
+                j += 1
+            }
+            guard id != sender, let device = devices[id]?.device, device.listensForAdvertising,
                   let rssi = rssi(from: sender, to: id) else { continue }
             deliver(after: air) { device.radioDidReceive(pdu, rssi: rssi, from: sender) }
         }

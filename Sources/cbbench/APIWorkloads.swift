@@ -80,8 +80,13 @@ final class BenchPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked S
     private var sent = 0
     private var target = 0
 
-    init(radio: CBVirtualRadio, name: String = "bench") {
+    /// Counts advertising managers across many peripherals, if given (a wait's condition reads
+    /// it once instead of walking every peripheral after each callback).
+    private let advertisingTotal: Count?
+
+    init(radio: CBVirtualRadio, name: String = "bench", advertisingTotal: Count? = nil) {
         self.name = name
+        self.advertisingTotal = advertisingTotal
         super.init()
         manager = CBVirtualRadio.withCurrent(radio) { CBPeripheralManager(delegate: self, queue: queue) }
     }
@@ -101,6 +106,7 @@ final class BenchPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked S
     func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
         precondition(error == nil, "advertise: \(error!)")
         advertising.add()
+        advertisingTotal?.add()
     }
 
     func peripheralManager(_ peripheral: CBPeripheralManager, central: CBCentral, didSubscribeTo characteristic: CBCharacteristic) {
@@ -469,8 +475,9 @@ func apiConnections(count: Int) -> [Figure] {
     let rssStart = residentKiB()
     // The radio remembers every peripheral's identifier (by default it keeps 1,024).
     let radio = CBVirtualRadio(clock: .virtual, seed: 13, airTime: .instant, rememberedPeers: max(1024, 2 * count))
-    let peripherals = (0..<count).map { BenchPeripheral(radio: radio, name: "p\($0)") }
-    guard radio.run(until: { peripherals.allSatisfy { $0.advertising.value > 0 } }, timeout: .seconds(60)) else {
+    let advertising = Count()
+    let peripherals = (0..<count).map { BenchPeripheral(radio: radio, name: "p\($0)", advertisingTotal: advertising) }
+    guard radio.run(until: { advertising.value >= count }, timeout: .seconds(60)) else {
         fatalError("advertisers did not start")
     }
     // One scan learns every peripheral's identifier; each central then connects by identifier.
@@ -482,12 +489,15 @@ func apiConnections(count: Int) -> [Figure] {
     _ = scanner.stop()
     let identifiers = scanner.takeIdentifiers()
     precondition(identifiers.count == count, "found \(identifiers.count)/\(count)")
-    let centrals = (0..<count).map { _ in Connector(radio: radio) }
-    guard radio.run(until: { centrals.allSatisfy { $0.poweredOn.value == 1 } }) else { fatalError("centrals") }
+    // The waits' conditions run after every delegate callback: a count over all centrals is one
+    // read where a walk over them made the harness itself quadratic in `count`.
+    let totals = Connector.Totals()
+    let centrals = (0..<count).map { _ in Connector(radio: radio, totals: totals) }
+    guard radio.run(until: { totals.poweredOn.value == count }) else { fatalError("centrals") }
     let rssDevices = residentKiB()
     let time = measureBoth {
         for (index, central) in centrals.enumerated() { central.connect(identifiers["p\(index)"]!) }
-        guard radio.run(until: { centrals.allSatisfy { $0.connected.value == 1 } }, timeout: .seconds(600)) else {
+        guard radio.run(until: { totals.connected.value == count }, timeout: .seconds(600)) else {
             fatalError("connected \(centrals.filter { $0.connected.value == 1 }.count)/\(count)")
         }
     }
@@ -510,14 +520,25 @@ final class Connector: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
     let poweredOn = Count()
     let connected = Count()
     private var peripheral: CBPeripheral?
+    /// Counts shared by many connectors, if given.
+    private let totals: Totals?
 
-    init(radio: CBVirtualRadio) {
+    final class Totals: Sendable {
+        let poweredOn = Count()
+        let connected = Count()
+    }
+
+    init(radio: CBVirtualRadio, totals: Totals? = nil) {
+        self.totals = totals
         super.init()
         manager = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: self, queue: queue) }
     }
 
     func centralManagerDidUpdateState(_ central: CBCentralManager) {
-        if central.state == .poweredOn { poweredOn.add() }
+        if central.state == .poweredOn {
+            poweredOn.add()
+            totals?.poweredOn.add()
+        }
     }
 
     func connect(_ identifier: UUID) {
@@ -528,5 +549,8 @@ final class Connector: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
         }
     }
 
-    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) { connected.add() }
+    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+        connected.add()
+        totals?.connected.add()
+    }
 }

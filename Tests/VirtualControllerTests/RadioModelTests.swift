@@ -9,6 +9,8 @@ final class Listener: RadioDevice, @unchecked Sendable {
     var heard: [(pdu: AdvertisingPDU, rssi: Int8)] = []
     /// As a controller that neither scans nor initiates when false.
     var listensForAdvertising = true
+    /// As an initiator for one peer when set.
+    var advertiserOfInterest: BluetoothAddress?
     var linkChanges: [(UInt32, Bool)] = []
     func radioDidReceive(_ pdu: AdvertisingPDU, rssi: Int8, from sender: RadioDeviceID) { heard.append((pdu, rssi)) }
     func radioDidReceive(_ pdu: DataPDU, accessAddress: UInt32, rssi: Int8) {}
@@ -133,6 +135,59 @@ struct RadioModelTests {
         radio.transmit(pdu, from: ids[0], to: ids[2])
         radio.loop.run(for: .zero)
         #expect(listeners[2].heard.count == 1)
+    }
+
+    /// A device that listens for one advertiser hears that one's legacy PDUs only, in the same
+    /// order among the other listeners; telling the radio of a change takes effect at once.
+    @Test func aListenerForOneAdvertiserHearsOnlyIt() {
+        let (radio, ids, listeners) = radio(at: [0, 1, 2, 3])
+        let wanted = BluetoothAddress("C0:00:00:00:00:01")!, other = BluetoothAddress("C0:00:00:00:00:02")!
+        listeners[2].advertiserOfInterest = wanted
+        radio.listeningChanged(ids[2])
+        radio.transmit(.advInd(advA: LEAddress(.publicDevice, other), data: []), from: ids[0])
+        radio.transmit(.advInd(advA: LEAddress(.publicDevice, wanted), data: [1]), from: ids[0])
+        radio.loop.run(for: .zero)
+        #expect(listeners[1].heard.map(\.pdu.advA.address) == [other, wanted])
+        #expect(listeners[2].heard.map(\.pdu.advA.address) == [wanted])
+        #expect(listeners[3].heard.count == 2)
+        // Every advertiser again, then not listening at all.
+        listeners[2].advertiserOfInterest = nil
+        radio.listeningChanged(ids[2])
+        radio.transmit(.advInd(advA: LEAddress(.publicDevice, other), data: []), from: ids[0])
+        radio.loop.run(for: .zero)
+        #expect(listeners[2].heard.count == 2)
+        listeners[2].advertiserOfInterest = wanted
+        radio.listeningChanged(ids[2])
+        listeners[2].listensForAdvertising = false
+        radio.listeningChanged(ids[2])
+        radio.transmit(.advInd(advA: LEAddress(.publicDevice, wanted), data: []), from: ids[0])
+        radio.loop.run(for: .zero)
+        #expect(listeners[2].heard.count == 2)
+        #expect(listeners[1].heard.count == 4)
+    }
+
+    /// An initiator for one peer names it to the radio, unless it also scans or an RPA might
+    /// resolve to the peer; one on the filter accept list names none.
+    @Test func anInitiatorNamesItsPeer() {
+        let devices = Devices(at: [0, 1])
+        let host = devices.hosts[1], controller = host.controller
+        func create(_ policy: LEInitiatorFilterPolicy) -> HCIStatus? {
+            host.status(LECreateConnection(
+                leScanInterval: 0x10, leScanWindow: 0x10, initiatorFilterPolicy: policy, peerAddressType: .publicDevice,
+                peerAddress: Devices.address(0), ownAddressType: .publicDevice, connectionIntervalMin: 0x18,
+                connectionIntervalMax: 0x18, maxLatency: 0, supervisionTimeout: 0x48, minCELength: 0, maxCELength: 0))
+        }
+        #expect(controller.advertiserOfInterest == nil)
+        #expect(create(.peerAddress) == .success)
+        #expect(controller.advertiserOfInterest == Devices.address(0))
+        #expect(host.status(LESetScanEnable(leScanEnable: true, filterDuplicates: false)) == .success)
+        #expect(controller.advertiserOfInterest == nil)
+        #expect(host.status(LESetScanEnable(leScanEnable: false, filterDuplicates: false)) == .success)
+        #expect(controller.advertiserOfInterest == Devices.address(0))
+        _ = host.command(LECreateConnectionCancel())
+        #expect(controller.advertiserOfInterest == nil)
+        #expect(create(.filterAcceptList) == .success)
+        #expect(controller.advertiserOfInterest == nil)
     }
 
     /// A controller listens while it scans, and not before or after.
