@@ -227,7 +227,9 @@ public final class ATTBearer: @unchecked Sendable {
         self.channel = channel
         self.loop = loop
         logSource = logger.map { LazyLogger($0) } ?? LazyLogger(standard: .att)
-        channel.onReceive = { [weak self] in self?.receive($0) }
+        // Per PDU: the weak reference in a box (`WeakReference`: no exclusivity check per read).
+        let weakSelf = WeakReference(self)
+        channel.onReceive = { weakSelf.object?.receive($0) }
         channel.onClose = { [weak self] in self?.shutDown(.disconnected) }
         channel.onCanSendMore = { [weak self] in self?.channelCanSendMore() }
     }

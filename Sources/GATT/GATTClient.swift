@@ -61,11 +61,13 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     /// and listens to it for readiness to send and the close.
     public init(bearer: any GATTClientBearer) {
         self.bearer = bearer
-        bearer.onNotification = { [weak self] handle, value in self?.deliver(handle, value, isIndication: false) }
-        bearer.onMultipleNotification = { [weak self] values in
-            for (handle, value) in values { self?.deliver(handle, value, isIndication: false) }
+        // Per value: the weak reference in a box (`WeakReference`: no exclusivity check per read).
+        let weakSelf = WeakReference(self)
+        bearer.onNotification = { handle, value in weakSelf.object?.deliver(handle, value, isIndication: false) }
+        bearer.onMultipleNotification = { values in
+            for (handle, value) in values { weakSelf.object?.deliver(handle, value, isIndication: false) }
         }
-        bearer.onIndication = { [weak self] handle, value in self?.deliver(handle, value, isIndication: true) }
+        bearer.onIndication = { handle, value in weakSelf.object?.deliver(handle, value, isIndication: true) }
         bearer.addListener(self)
         if !bearer.isOpen { closeError = .disconnected }
     }

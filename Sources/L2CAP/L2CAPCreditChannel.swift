@@ -596,7 +596,7 @@ extension L2CAPLink {
     private func sendKFrames() -> Bool {
         var idle = 0
         // The table is read afresh each turn: a send may re-enter the link.
-        while isOpen, let lower, idle < dynamicChannels.count,
+        while isOpen, idle < dynamicChannels.count,
               lower.queuedPDUs(handle: handle) < Self.creditChannelQueueDepth {
             if nextChannelToServe >= dynamicChannels.count { nextChannelToServe = 0 }
             let channel = dynamicChannels[nextChannelToServe]

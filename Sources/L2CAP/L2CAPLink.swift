@@ -87,7 +87,7 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
     }
 
     /// PDUs waiting for controller buffers on this link (all channels): the back-pressure signal.
-    public var queuedPDUs: Int { link.lower?.queuedPDUs(handle: link.handle) ?? 0 }
+    public var queuedPDUs: Int { link.lower.queuedPDUs(handle: link.handle) }
 
     /// The link's security level, for permission checks on what arrives on this channel.
     public var securityLevel: LESecurityLevel { link.securityLevel }
@@ -114,7 +114,10 @@ public final class L2CAPLink: @unchecked Sendable {
     public let handle: ConnectionHandle
     public let role: LERole
     public let loop: EventLoop
-    @exclusivity(unchecked) weak var lower: L2CAPLowerLayer?
+    /// Held strongly, and never replaced: loaded for every PDU sent, and a weak load costs
+    /// side-table work each time. No cycle: the layer below (the HCI driver) keeps no reference
+    /// to its links; the host owns both, and the driver merely lives as long as its last link.
+    let lower: L2CAPLowerLayer
     @exclusivity(unchecked) public weak var delegate: L2CAPLinkDelegate?
     @exclusivity(unchecked) public var securityLevel: LESecurityLevel = .noSecurity
     /// `corebluetooth.l2cap`, tagged with the link (`connection`, `role`, and `peer` when the
@@ -241,7 +244,7 @@ public final class L2CAPLink: @unchecked Sendable {
     /// Sends a whole, encoded basic frame, if fewer than `limit` PDUs of the link wait for
     /// controller buffers (one look at the layer below for both).
     func send(framed pdu: [UInt8], ifQueuedBelow limit: Int = .max) -> Bool {
-        guard isOpen, let lower, limit == .max || lower.queuedPDUs(handle: handle) < limit else { return false }
+        guard isOpen, limit == .max || lower.queuedPDUs(handle: handle) < limit else { return false }
         return lower.sendACL(handle: handle, pdu: pdu)
     }
 

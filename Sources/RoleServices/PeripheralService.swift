@@ -608,10 +608,23 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         assertOnLoop()
         inbox.withLock { $0.take(into: &drained) }
         var finished = 0
+        // Per drain, not per value: the server (each read retained it, an object with a side
+        // table) and whether the handle is published (a hash) while the values are for the same
+        // characteristic, as a stream's are.
+        guard let gatt else {
+            let dropped = drained.count // not started (any more): nobody to send them to
+            drained.removeAll(keepingCapacity: true)
+            release(dropped)
+            return
+        }
+        var lastPublished: ATTHandle?
         for accepted in drained {
-            guard let gatt, valueHandles.contains(accepted.handle) else {
-                finished += 1 // not published (any more): nobody to send it to
-                continue
+            if accepted.handle != lastPublished {
+                guard valueHandles.contains(accepted.handle) else {
+                    finished += 1 // not published (any more): nobody to send it to
+                    continue
+                }
+                lastPublished = accepted.handle
             }
             let targets = accepted.centrals.map { centrals in
                 centrals.compactMap { central -> (any GATTServerConnection)? in linksByCentral[central]?.gattConnection }

@@ -318,14 +318,14 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     public func transmit(_ pdu: DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64? {
         guard let link = links[accessAddress], link.reachable else { return nil }
         let receiver = link.a == sender ? link.b : link.a
-        guard let device = devices[receiver]?.device, let rssi = rssi(from: sender, to: receiver) else { return nil }
+        guard let entry = devices[receiver], let device = entry.device, let rssi = rssi(from: sender, to: receiver) else { return nil }
         dataPDUsSent += 1
         if let dataPDUObserver { dataPDUObserver(pdu, accessAddress, sender) }
         let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
         if air == 0 && loop.inLoop {
             // Instant air: one loop job per PDU as before, in the same place among the loop's
             // jobs, but the PDU waits in a queue rather than in a closure allocated for it.
-            instantData.append(InstantData(device: device, pdu: pdu, accessAddress: accessAddress, rssi: rssi))
+            instantData.append(InstantData(receiver: entry.ref, pdu: pdu, accessAddress: accessAddress, rssi: rssi))
             loop.execute { self.deliverInstantData() }
         } else {
             deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
@@ -333,8 +333,11 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         return air
     }
 
+    /// The receiver is the device's weak-reference box, looked at when the PDU is delivered: a
+    /// device (a controller, also weakly referenced) copied in and out of the queue cost four
+    /// side-table retains and releases per PDU; the box's are plain ones.
     struct InstantData {
-        let device: RadioDevice
+        let receiver: WeakDevice
         let pdu: DataPDU
         let accessAddress: UInt32
         let rssi: Int8
@@ -345,7 +348,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
 
     private func deliverInstantData() {
         guard let next = instantData.popFirst() else { return }
-        next.device.radioDidReceive(next.pdu, accessAddress: next.accessAddress, rssi: next.rssi)
+        next.receiver.device?.radioDidReceive(next.pdu, accessAddress: next.accessAddress, rssi: next.rssi)
     }
 
     /// Whether the two devices of a connection can currently hear each other.

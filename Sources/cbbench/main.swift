@@ -71,6 +71,15 @@ if let index = argumentList.firstIndex(of: "--connections-child") {
     connectionsChild = n
     argumentList.removeSubrange(index...index + 1)
 }
+/// `--count N` with `--only notify`: that many notifications after the warm-up (profiling:
+/// two counts under callgrind, the difference of their totals over the difference of the
+/// counts is the cost of one notification, set-up excluded).
+var notifyCount: Int?
+if let index = argumentList.firstIndex(of: "--count") {
+    guard index + 1 < argumentList.count, let n = Int(argumentList[index + 1]), n > 0 else { fail("--count needs a number") }
+    notifyCount = n
+    argumentList.removeSubrange(index...index + 1)
+}
 /// `--only NAME` runs one group (decode, pair, notify, adv, timed, fleet, daemon, conn, bumble,
 /// channel): for profiling.
 let only: String? = {
@@ -83,7 +92,7 @@ let only: String? = {
 }()
 @MainActor func selected(_ group: String) -> Bool { only == nil || only == group }
 if let unknown = Set(argumentList).subtracting(["--quick", "--json", "--no-bumble", "--smoke", "--conn-10000"]).first {
-    fail("unknown option \(unknown) (use --quick, --json, --no-bumble, --smoke, --conn-10000, --only NAME)")
+    fail("unknown option \(unknown) (use --quick, --json, --no-bumble, --smoke, --conn-10000, --only NAME, --count N)")
 }
 
 func printJSON(_ figures: [Figure]) {
@@ -126,7 +135,7 @@ if only == "notify" {
     progress("API pair: notify 20 B")
     let pair = BenchPair()
     _ = apiNotify(pair, count: pick(2_000, 2_000, 100), size: 20)
-    figures += apiNotify(pair, count: pick(300_000, 200_000, 1_000), size: 20)
+    figures += apiNotify(pair, count: notifyCount ?? pick(300_000, 200_000, 1_000), size: 20)
 }
 if selected("adv") {
     progress("advertising reports, \(pick(1000, 1000, 20)) advertisers")

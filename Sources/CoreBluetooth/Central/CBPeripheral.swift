@@ -6,6 +6,7 @@ import Foundation
 import GATT
 import HCI
 import RoleServices
+import Scheduling
 
 /// A remote peripheral, as a central sees it: made when it is discovered (or retrieved), and
 /// the object through which its GATT database is explored and used.
@@ -555,8 +556,11 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 }
             }
             if enabled {
-                link.subscribe(to: target, clientConfiguration: cccd, onValue: { [weak self] bytes in
-                    self?.deliverValue(.success(bytes), for: characteristic)
+                // Per value: the weak reference in a box (`WeakReference`: no exclusivity check
+                // per read, as a `[weak self]` capture has).
+                let weakSelf = self.map(WeakReference.init)
+                link.subscribe(to: target, clientConfiguration: cccd, onValue: { bytes in
+                    weakSelf?.object?.deliverValue(.success(bytes), for: characteristic)
                 }, completion: finish)
             } else {
                 link.unsubscribe(from: target, clientConfiguration: cccd, completion: finish)
