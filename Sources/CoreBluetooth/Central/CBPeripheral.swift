@@ -420,8 +420,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
 
     private func requireOwn(_ characteristic: CBCharacteristic, _ call: String) -> DiscoveredCharacteristic? {
         guard requireOwn(characteristic.service, call) else { return nil }
+        let uuid = characteristic.uuid.bluetoothUUID  // `open`: not under the lock
         return synchronized {
-            DiscoveredCharacteristic(uuid: characteristic.uuid.bluetoothUUID, declarationHandle: ATTHandle(characteristic.declarationHandle),
+            DiscoveredCharacteristic(uuid: uuid, declarationHandle: ATTHandle(characteristic.declarationHandle),
                                      valueHandle: ATTHandle(characteristic.valueHandle),
                                      properties: GATTCharacteristicProperties(rawValue: UInt8(truncatingIfNeeded: characteristic.propertiesStorage.rawValue)),
                                      endHandle: ATTHandle(characteristic.endHandle))
