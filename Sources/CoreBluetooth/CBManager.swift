@@ -14,7 +14,11 @@ import Scheduling
 /// On Linux, managers that name the same external controller share it (one host device per
 /// controller, as an app's managers share a phone's radio); on a virtual radio each manager is
 /// a device of its own: see ``CBVirtualRadio`` and ``CBManagerOptionLinuxTransportKey``.
-open class CBManager: NSObject, @unchecked Sendable {
+open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
+    // @unchecked: the app-visible state below is guarded by `objectLock` (the manager's own,
+    // see ``ObjectLock``); `attemptState` is confined to the role's loop; the rest is immutable.
+    /// The manager's lock, shared by the objects the stack makes for it.
+    let objectLock = ObjectLock()
     private var stateStorage: CBManagerState = .unknown
     private var unavailableReasonStorage: String?
     private var pairingAgentStorage: (any CBPairingAgent)?
@@ -168,7 +172,7 @@ open class CBManager: NSObject, @unchecked Sendable {
     public var linuxPairingAgent: (any CBPairingAgent)? {
         get { synchronized { pairingAgentStorage } }
         set {
-            synchronized { pairingAgentStorage = newValue }
+            _ = synchronized { replace(&pairingAgentStorage, with: newValue) }
             let agent = newValue.map {
                 ManagerPairingAgent(agent: $0, callbacks: callbacks, identifiers: identifierStore)
             }
@@ -394,14 +398,18 @@ extension CBManager {
 }
 
 /// A remote device: the peripheral a central talks to, or the central a peripheral serves.
-open class CBPeer: NSObject, NSCopying, @unchecked Sendable {
+open class CBPeer: NSObject, NSCopying, ObjectLockHolder, @unchecked Sendable {
+    // @unchecked: immutable; subclasses guard their state with `objectLock`.
     private let identifierStorage: UUID
+    /// The lock of the manager that made the peer (``ObjectLock``).
+    let objectLock: ObjectLock
 
     /// The device's identifier: made the first time the device is seen, and kept across runs.
     open var identifier: UUID { identifierStorage }
 
-    init(identifier: UUID) {
+    init(identifier: UUID, lock: ObjectLock) {
         identifierStorage = identifier
+        objectLock = lock
         super.init()
     }
 
@@ -409,14 +417,19 @@ open class CBPeer: NSObject, NSCopying, @unchecked Sendable {
 }
 
 /// What services, characteristics and descriptors share: a UUID.
-open class CBAttribute: NSObject, @unchecked Sendable {
+open class CBAttribute: NSObject, ObjectLockHolder, @unchecked Sendable {
+    // @unchecked: immutable; subclasses guard their state with `objectLock`.
     private let uuidStorage: CBUUID
+    /// Its peripheral's lock for a remote attribute, its own for a user-made one
+    /// (``ObjectLock``).
+    let objectLock: ObjectLock
 
     /// The attribute's type.
     open var uuid: CBUUID { uuidStorage }
 
-    init(uuid: CBUUID) {
+    init(uuid: CBUUID, lock: ObjectLock) {
         uuidStorage = uuid
+        objectLock = lock
         super.init()
     }
 }

@@ -3,6 +3,8 @@ import Foundation
 /// A characteristic: of a remote peripheral's service (found by discovery), or of the local
 /// database (``CBMutableCharacteristic``).
 open class CBCharacteristic: CBAttribute, @unchecked Sendable {
+    // @unchecked: the storage below is guarded by `objectLock`: the peripheral's for a remote
+    // characteristic, the characteristic's own for a `CBMutableCharacteristic` (``ObjectLock``).
     weak var serviceStorage: CBService?
     var propertiesStorage: CBCharacteristicProperties
     var valueStorage: Data?
@@ -18,7 +20,7 @@ open class CBCharacteristic: CBAttribute, @unchecked Sendable {
         serviceStorage = service
         propertiesStorage = properties
         valueStorage = value
-        super.init(uuid: uuid)
+        super.init(uuid: uuid, lock: service?.objectLock ?? ObjectLock())
     }
 
     /// The service the characteristic belongs to.
@@ -50,6 +52,8 @@ open class CBCharacteristic: CBAttribute, @unchecked Sendable {
 /// manager answers reads itself. With `value` nil it is dynamic: reads and writes reach the
 /// delegate.
 open class CBMutableCharacteristic: CBCharacteristic, @unchecked Sendable {
+    // @unchecked: guarded by the characteristic's own `objectLock`, which every manager it is
+    // added to takes to touch it (``ObjectLock``).
     var permissionsStorage: CBAttributePermissions
     var subscribedCentralsStorage: [CBCentral]?
 
@@ -83,9 +87,10 @@ open class CBMutableCharacteristic: CBCharacteristic, @unchecked Sendable {
     open override var descriptors: [CBDescriptor]? {
         get { synchronized { descriptorsStorage } }
         set {
-            synchronized {
-                descriptorsStorage = newValue
-                for descriptor in newValue ?? [] { descriptor.characteristicStorage = self }
+            _ = synchronized { replace(&descriptorsStorage, with: newValue) }
+            // Each descriptor under its own lock, one at a time (no section holds two).
+            for descriptor in newValue ?? [] {
+                descriptor.synchronized { descriptor.characteristicStorage = self }
             }
         }
     }

@@ -8,6 +8,8 @@ import GATT
 /// `value` has the type Apple gives each descriptor: `String` for the User Description,
 /// `NSNumber` for the Extended Properties, Client and Server Configuration, `Data` otherwise.
 open class CBDescriptor: CBAttribute, @unchecked Sendable {
+    // @unchecked: the storage below is guarded by `objectLock`: the peripheral's for a remote
+    // descriptor, the descriptor's own for a `CBMutableDescriptor` (``ObjectLock``).
     weak var characteristicStorage: CBCharacteristic?
     var valueStorage: Any?
     /// On a remote peripheral: the descriptor's handle.
@@ -16,7 +18,7 @@ open class CBDescriptor: CBAttribute, @unchecked Sendable {
     init(uuid: CBUUID, value: Any?, characteristic: CBCharacteristic?) {
         characteristicStorage = characteristic
         valueStorage = value
-        super.init(uuid: uuid)
+        super.init(uuid: uuid, lock: characteristic?.objectLock ?? ObjectLock())
     }
 
     /// The characteristic the descriptor belongs to.
@@ -47,6 +49,7 @@ open class CBDescriptor: CBAttribute, @unchecked Sendable {
 /// (`String`) and the Characteristic Presentation Format (`Data`, 7 bytes) may be added; the
 /// Client Characteristic Configuration and Extended Properties descriptors are made for you.
 open class CBMutableDescriptor: CBDescriptor, @unchecked Sendable {
+    // @unchecked: guarded by the descriptor's own `objectLock` (``ObjectLock``).
     /// A descriptor with the given type and value (fixed once published).
     public init(type UUID: CBUUID, value: Any?) {
         super.init(uuid: UUID, value: value, characteristic: nil)

@@ -3,6 +3,8 @@ import Foundation
 /// A service: of a remote peripheral (found by discovery), or of the local database
 /// (``CBMutableService``).
 open class CBService: CBAttribute, @unchecked Sendable {
+    // @unchecked: the storage below is guarded by `objectLock`: the peripheral's for a remote
+    // service, the service's own for a `CBMutableService` (``ObjectLock``).
     weak var peripheralStorage: CBPeripheral?
     let isPrimaryStorage: Bool
     var includedServicesStorage: [CBService]?
@@ -15,7 +17,7 @@ open class CBService: CBAttribute, @unchecked Sendable {
         peripheralStorage = peripheral
         isPrimaryStorage = isPrimary
         handleRange = handles
-        super.init(uuid: uuid)
+        super.init(uuid: uuid, lock: peripheral?.objectLock ?? ObjectLock())
     }
 
     /// The peripheral the service belongs to (nil for a local service).
@@ -38,6 +40,8 @@ open class CBService: CBAttribute, @unchecked Sendable {
 /// A service of the local GATT database, for `CBPeripheralManager.add(_:)`. Once published it
 /// cannot change.
 open class CBMutableService: CBService, @unchecked Sendable {
+    // @unchecked: guarded by the service's own `objectLock`, which every manager it is added
+    // to takes to touch it (``ObjectLock``).
     /// A service with the given type.
     public init(type UUID: CBUUID, primary isPrimary: Bool) {
         super.init(uuid: UUID, isPrimary: isPrimary, peripheral: nil, handles: nil)
@@ -46,16 +50,17 @@ open class CBMutableService: CBService, @unchecked Sendable {
     /// The services this one includes (published before it).
     open override var includedServices: [CBService]? {
         get { synchronized { includedServicesStorage } }
-        set { synchronized { includedServicesStorage = newValue } }
+        set { _ = synchronized { replace(&includedServicesStorage, with: newValue) } }
     }
 
     /// The service's characteristics.
     open override var characteristics: [CBCharacteristic]? {
         get { synchronized { characteristicsStorage } }
         set {
-            synchronized {
-                characteristicsStorage = newValue
-                for characteristic in newValue ?? [] { characteristic.serviceStorage = self }
+            _ = synchronized { replace(&characteristicsStorage, with: newValue) }
+            // Each characteristic under its own lock, one at a time (no section holds two).
+            for characteristic in newValue ?? [] {
+                characteristic.synchronized { characteristic.serviceStorage = self }
             }
         }
     }

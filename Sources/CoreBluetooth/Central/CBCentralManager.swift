@@ -28,6 +28,9 @@ public struct CBConnectionEventMatchingOption: Hashable, RawRepresentable, Senda
 /// naming the same external controller share it. Its calls are safe from any thread; the
 /// delegate is called on the queue given at init (the main queue when nil).
 open class CBCentralManager: CBManager, @unchecked Sendable {
+    // @unchecked: the delegate, scanning flag, object table and taps are guarded by
+    // `objectLock` (the manager's, shared by its peripherals: ``ObjectLock``); `remoteRole` is
+    // set in init, before the manager is shared.
     /// Features a central may support.
     public struct Feature: OptionSet, Sendable {
         public var rawValue: UInt
@@ -41,7 +44,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// The peripheral objects the app holds, by identifier (the manager does not keep them
     /// alive, as on iOS: releasing one cancels its connection).
     /// Keyed by the identifier's bits (`IntegerKeyMap`: every report looks here, and a
-    /// `Dictionary` hashes all 16 bytes with SipHash). Guarded by the object lock, so without
+    /// `Dictionary` hashes all 16 bytes with SipHash). Guarded by the manager's lock, so without
     /// the runtime's exclusivity checks.
     @exclusivity(unchecked) private var peripheralObjects = IntegerKeyMap<PeripheralKey, WeakPeripheral>()
     /// Released objects' entries are dropped when the map grows past this (guarded likewise).
@@ -132,7 +135,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
                 guard let self else { return }
                 if state != CBManagerState.poweredOn.rawValue {
                     // What the device's stop does in the process (the daemon ended the links).
-                    synchronized { self.isScanningStorage = false }
+                    self.synchronized { self.isScanningStorage = false }
                     for peripheral in self.livePeripherals() { peripheral.linkClosed() }
                 }
                 self.deliverRemoteState(Int(state), reason: reason)
@@ -186,7 +189,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     package func removeEventTap(_ token: CBEventTapToken) {
-        synchronized { taps.remove(token) }
+        _ = synchronized { taps.remove(token) }  // released after the lock (EventTaps.remove)
     }
 
     /// Whether the central can use `features` (here: whether its controller can).
@@ -347,7 +350,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     open func retrieveConnectedPeripherals(withServices serviceUUIDs: [CBUUID]) -> [CBPeripheral] {
         let wanted = Set(serviceUUIDs.map(\.bluetoothUUID))
         return livePeripherals().filter { peripheral in
-            synchronized {
+            peripheral.synchronized {
                 peripheral.linkStateStorage == .connected
                     && !peripheral.knownServiceUUIDs.isDisjoint(with: wanted)
             }
@@ -397,7 +400,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         }
         // Where the device is reached now: a peer that bonded since is reached by identity.
         let current = identifiers.address(for: peripheral.identifier)
-        let (shouldConnect, address) = synchronized { () -> (Bool, LEAddress) in
+        let (shouldConnect, address) = peripheral.synchronized { () -> (Bool, LEAddress) in
             if let current { peripheral.moveIfDisconnected(to: current) }
             switch peripheral.linkStateStorage {
             case .disconnected, .disconnecting:
@@ -434,7 +437,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     open func cancelPeripheralConnection(_ peripheral: CBPeripheral) {
         guard requirePoweredOn("cancelPeripheralConnection(_:)") else { return }
         let address = peripheral.address
-        let active = synchronized { () -> Bool in
+        // The peripheral's lock: the app may pass another manager's peripheral.
+        let active = peripheral.synchronized { () -> Bool in
             switch peripheral.linkStateStorage {
             case .connected:
                 peripheral.linkStateStorage = .disconnecting
@@ -496,19 +500,19 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     func didConnect(_ peripheral: CBPeripheral) {
-        synchronized { peripheral.linkStateStorage = .connected }
+        peripheral.synchronized { peripheral.linkStateStorage = .connected }
         deliver { manager, delegate in delegate.centralManager(manager, didConnect: peripheral) }
     }
 
     func didFailToConnect(_ peripheral: CBPeripheral, error: CBError) {
-        synchronized { peripheral.linkStateStorage = .disconnected }
+        peripheral.synchronized { peripheral.linkStateStorage = .disconnected }
         deliver { manager, delegate in delegate.centralManager(manager, didFailToConnect: peripheral, error: error) }
     }
 
     /// The connection ended; with `isReconnecting` (auto-reconnect) the peripheral is being
     /// connected again and stays `.connecting` until `didConnect`.
     func didDisconnect(_ peripheral: CBPeripheral, error: CBError?, isReconnecting: Bool = false) {
-        synchronized { peripheral.linkStateStorage = isReconnecting ? .connecting : .disconnected }
+        peripheral.synchronized { peripheral.linkStateStorage = isReconnecting ? .connecting : .disconnected }
         // No call is accepted from here on; those under way answer first, with the
         // disconnection's error (the app's own cancellation has none: the peripheral disconnected).
         peripheral.failPendingCalls(with: error ?? Self.disconnectedError)

@@ -15,7 +15,8 @@ import Scheduling
 /// identity when discovered again. Keep a strong reference while you use it: releasing it
 /// cancels its connection, as on iOS.
 open class CBPeripheral: CBPeer, @unchecked Sendable {
-    // App-visible state, behind the object lock.
+    // @unchecked: the app-visible state below is guarded by `objectLock`, the central manager's,
+    // which the peripheral's services, characteristics and descriptors share (``ObjectLock``).
     @exclusivity(unchecked) private weak var delegateStorage: CBPeripheralDelegate?
     @exclusivity(unchecked) var nameStorage: String?
     /// The name came from the peripheral's GAP Device Name (advertised names no longer apply).
@@ -58,7 +59,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         addressStorage = address
         self.manager = manager
         callbacks = manager.callbacks
-        super.init(identifier: identifier)
+        super.init(identifier: identifier, lock: manager.objectLock)
         linkEvents.peripheral = self
     }
 
@@ -91,7 +92,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     }
 
     package func removeEventTap(_ token: CBEventTapToken) {
-        synchronized { taps.remove(token) }
+        _ = synchronized { taps.remove(token) }  // released after the lock (EventTaps.remove)
     }
 
     /// How many observers are on the tap (tests wait for awaits to be under way).
@@ -140,9 +141,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         return true
     }
 
-    /// Whether `attribute` belongs to this peripheral; otherwise `call` is reported as misuse.
+    /// Whether `attribute` belongs to this peripheral (and so shares its lock: the sections
+    /// that follow touch it under `synchronized`); otherwise `call` is reported as misuse.
     private func requireOwn(_ service: CBService?, _ call: String) -> Bool {
-        guard let service, service.peripheral === self, service.handleRange != nil else {
+        guard let service, service.peripheral === self, synchronized({ service.handleRange != nil }) else {
             APIMisuse.report("\(call) with an attribute that does not belong to peripheral \(identifier.uuidString)")
             return false
         }
@@ -324,13 +326,13 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
     }
 
-    /// UUIDs of the services known on the peripheral (discovered or advertised).
+    /// UUIDs of the services known on the peripheral (discovered or advertised). Under the lock.
     var knownServiceUUIDs: Set<BluetoothUUID> {
-        synchronized { advertisedServiceUUIDs.union((servicesStorage ?? []).map(\.uuid.bluetoothUUID)) }
+        advertisedServiceUUIDs.union((servicesStorage ?? []).map(\.uuid.bluetoothUUID))
     }
 
     private static func discovered(_ service: CBService) -> DiscoveredService? {
-        guard let range = synchronized({ service.handleRange }) else { return nil }
+        guard let range = service.synchronized({ service.handleRange }) else { return nil }
         return DiscoveredService(uuid: service.uuid.bluetoothUUID, handles: ATTHandle(range.lowerBound) ... ATTHandle(range.upperBound),
                                  isPrimary: service.isPrimary)
     }
@@ -419,8 +421,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
 
     private func requireOwn(_ characteristic: CBCharacteristic, _ call: String) -> DiscoveredCharacteristic? {
         guard requireOwn(characteristic.service, call) else { return nil }
+        let uuid = characteristic.uuid.bluetoothUUID  // `open`: not under the lock
         return synchronized {
-            DiscoveredCharacteristic(uuid: characteristic.uuid.bluetoothUUID, declarationHandle: ATTHandle(characteristic.declarationHandle),
+            DiscoveredCharacteristic(uuid: uuid, declarationHandle: ATTHandle(characteristic.declarationHandle),
                                      valueHandle: ATTHandle(characteristic.valueHandle),
                                      properties: GATTCharacteristicProperties(rawValue: UInt8(truncatingIfNeeded: characteristic.propertiesStorage.rawValue)),
                                      endHandle: ATTHandle(characteristic.endHandle))
@@ -734,7 +737,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         }
     }
 
-    /// An advertisement seen while scanning (called with the object lock held).
+    /// An advertisement seen while scanning (called with the manager's lock held).
     func advertisementSeen(name: String?, services: Set<BluetoothUUID>) {
         // The same set as last time (shared storage) compares at once: no hashing per report.
         if !services.isEmpty, advertisedServiceUUIDs != services { advertisedServiceUUIDs.formUnion(services) }

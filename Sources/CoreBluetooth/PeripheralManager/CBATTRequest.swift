@@ -2,13 +2,16 @@ import Foundation
 
 /// One read or write of a local characteristic by a remote central, for the app to answer with
 /// `CBPeripheralManager.respond(to:withResult:)`.
-open class CBATTRequest: NSObject, @unchecked Sendable {
+open class CBATTRequest: NSObject, ObjectLockHolder, @unchecked Sendable {
+    // @unchecked: `valueStorage` is guarded by `objectLock`, the peripheral manager's (its
+    // central's); the rest is immutable.
     private let centralStorage: CBCentral
     private let characteristicStorage: CBCharacteristic
     private let offsetStorage: Int
     private var valueStorage: Data?
     /// Which ATT exchange this request belongs to, for the answer.
     let transaction: Int
+    let objectLock: ObjectLock
 
     init(central: CBCentral, characteristic: CBCharacteristic, offset: Int, value: Data?, transaction: Int) {
         centralStorage = central
@@ -16,6 +19,7 @@ open class CBATTRequest: NSObject, @unchecked Sendable {
         offsetStorage = offset
         valueStorage = value
         self.transaction = transaction
+        objectLock = central.objectLock
         super.init()
     }
 

@@ -10,6 +10,8 @@ import SMP
 
 /// The local device as a peripheral: publishes a GATT database, advertises, answers centrals.
 open class CBPeripheralManager: CBManager, @unchecked Sendable {
+    // @unchecked: the delegate, advertising flag and taps are guarded by `objectLock` (the
+    // manager's, shared by its centrals and requests: ``ObjectLock``).
     private weak var delegateStorage: CBPeripheralManagerDelegate?
     private var isAdvertisingStorage = false
     /// The peripheral role on the device's loop (a client of the device while it is on:
@@ -100,7 +102,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     }
 
     package func removeEventTap(_ token: CBEventTapToken) {
-        synchronized { taps.remove(token) }
+        _ = synchronized { taps.remove(token) }  // released after the lock (EventTaps.remove)
     }
 
     override var deviceClient: (any HostDeviceClient)? { service }
@@ -286,7 +288,7 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
                           onSubscribedCentrals centrals: [CBCentral]?) -> Bool {
         guard requirePoweredOn("updateValue(_:for:onSubscribedCentrals:)"), let loop = roleLoop else { return false }
         // Resolved here, so that only values cross to the loop (0: not published).
-        let handle = ATTHandle(synchronized { characteristic.valueHandle })
+        let handle = ATTHandle(characteristic.synchronized { characteristic.valueHandle })
         let role = self.role
         let (accepted, needsDrain) = role.acceptUpdate(PeripheralUpdate(handle: handle, value: value,
                                                                         centrals: centrals?.map(\.centralID)))

@@ -121,9 +121,10 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         let range = handles.range
         let valueHandles = zip(blueprint.characteristics, handles.characteristics).map { ($0, $1) }
         let placeHandles: @Sendable () -> Void = {
-            synchronized {
-                service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue
-                for (characteristic, placed) in valueHandles {
+            // The app's objects, each under its own lock (``ObjectLock``).
+            service.synchronized { service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue }
+            for (characteristic, placed) in valueHandles {
+                characteristic.synchronized {
                     characteristic.declarationHandle = placed.declaration.rawValue
                     characteristic.valueHandle = placed.value.rawValue
                 }
@@ -169,9 +170,9 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     private func forgetHandles(_ record: PublishedService) {
         let service = record.service
         let characteristics = record.characteristics.map(\.0)
-        synchronized {
-            service.handleRange = nil
-            for characteristic in characteristics {
+        service.synchronized { service.handleRange = nil }
+        for characteristic in characteristics {
+            characteristic.synchronized {
                 characteristic.declarationHandle = 0
                 characteristic.valueHandle = 0
                 characteristic.subscribedCentralsStorage = nil
@@ -205,12 +206,13 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     func peripheral(_ roleService: any PeripheralRole, centralConnected central: Int, peer: LEAddress, mtu: Int) {
         guard let manager else { return }
         centrals[central] = CBCentral(identifier: manager.identifierStore.assignIdentifier(for: peer),
-                                      centralID: central, maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu))
+                                      centralID: central, maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu),
+                                      manager: manager)
     }
 
     func peripheral(_ roleService: any PeripheralRole, central: Int, mtuChanged mtu: Int) {
         guard let central = centrals[central] else { return }
-        synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
+        central.synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
     }
 
     func peripheral(_ roleService: any PeripheralRole, centralDisconnected central: Int, abandonedRequests: [Int]) {
@@ -262,7 +264,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     func peripheral(_ roleService: any PeripheralRole, central: Int, subscribedTo handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
         let addCentral: @Sendable () -> Void = {
-            synchronized {
+            characteristic.synchronized {
                 var centrals = characteristic.subscribedCentralsStorage ?? []
                 if !centrals.contains(where: { $0 === central }) { centrals.append(central) }
                 characteristic.subscribedCentralsStorage = centrals
@@ -276,7 +278,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     func peripheral(_ roleService: any PeripheralRole, central: Int, unsubscribedFrom handle: ATTHandle) {
         guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
         let removeCentral: @Sendable () -> Void = {
-            synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
+            characteristic.synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
         }
         deliver(updating: removeCentral) { manager, delegate in
             delegate.peripheralManager(manager, central: central, didUnsubscribeFrom: characteristic)
@@ -312,7 +314,8 @@ extension PeripheralEvents {
         for central in restored.centrals {
             let id = Int(central.central)
             centrals[id] = CBCentral(identifier: identifiers.assignIdentifier(for: central.peer), centralID: id,
-                                     maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: Int(central.mtu)))
+                                     maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: Int(central.mtu)),
+                                     manager: manager)
         }
         var objects: [UInt32: CBMutableService] = [:]
         var services: [CBMutableService] = []
@@ -321,7 +324,7 @@ extension PeripheralEvents {
             var characteristics: [(CBMutableCharacteristic, ATTHandle)] = []
             for (definition, placed) in zip(kept.service.characteristics, kept.handles.characteristics) {
                 let characteristic = Self.characteristic(definition)
-                synchronized {
+                characteristic.synchronized {
                     characteristic.declarationHandle = placed.declaration.rawValue
                     characteristic.valueHandle = placed.value.rawValue
                 }
@@ -330,7 +333,7 @@ extension PeripheralEvents {
                 handlesByCharacteristic[ObjectIdentifier(characteristic)] = placed.value
             }
             let range = kept.handles.range
-            synchronized { service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue }
+            service.synchronized { service.handleRange = range.lowerBound.rawValue...range.upperBound.rawValue }
             service.characteristics = characteristics.map(\.0)
             let key = Int(kept.key)
             keysByService[ObjectIdentifier(service)] = key
@@ -347,7 +350,9 @@ extension PeripheralEvents {
             guard let object = centrals[Int(central.central)] else { continue }
             for handle in central.subscribed {
                 guard let characteristic = characteristicsByHandle[handle] else { continue }
-                synchronized { characteristic.subscribedCentralsStorage = (characteristic.subscribedCentralsStorage ?? []) + [object] }
+                characteristic.synchronized {
+                    characteristic.subscribedCentralsStorage = (characteristic.subscribedCentralsStorage ?? []) + [object]
+                }
             }
         }
         var state: [String: Any] = [CBPeripheralManagerRestoredStateServicesKey: services]

@@ -6,6 +6,7 @@ import GATT
 /// and the app's objects its characteristics stand for. Made on the app's thread, so edits of
 /// the mutable objects after `add(_:)` never reach the published database.
 struct ServiceBlueprint: @unchecked Sendable {
+    // @unchecked: immutable; the app's objects it holds guard their own state (``ObjectLock``).
     let service: CBMutableService
     /// Everything but the included services, which are resolved when the service is published.
     let gattService: GATTService
@@ -17,8 +18,11 @@ struct ServiceBlueprint: @unchecked Sendable {
     /// Checks the service tree against what Core Bluetooth accepts and converts it; the error
     /// is what `peripheralManager(_:didAdd:error:)` reports.
     static func make(_ service: CBMutableService) -> Result<ServiceBlueprint, CBError> {
-        let (uuid, isPrimary, included, characteristics) = synchronized {
-            (service.uuid, service.isPrimary, service.includedServicesStorage ?? [], service.characteristicsStorage ?? [])
+        // Each of the app's objects is read under its own lock, one at a time (``ObjectLock``);
+        // `open` accessors outside it (an app's subclass may lock in them).
+        let (uuid, isPrimary) = (service.uuid, service.isPrimary)
+        let (included, characteristics) = service.synchronized {
+            (service.includedServicesStorage ?? [], service.characteristicsStorage ?? [])
         }
         var gattCharacteristics: [GATTCharacteristic] = []
         var mutables: [CBMutableCharacteristic] = []
@@ -44,8 +48,9 @@ struct ServiceBlueprint: @unchecked Sendable {
     /// One characteristic: properties and permissions mapped onto GATT, its value cached
     /// (stored, read-only) or dynamic (asked of the delegate), its descriptors checked.
     static func convert(_ characteristic: CBMutableCharacteristic) -> Result<GATTCharacteristic, CBError> {
-        let (uuid, properties, permissions, value, descriptors) = synchronized {
-            (characteristic.uuid, characteristic.propertiesStorage, characteristic.permissionsStorage,
+        let uuid = characteristic.uuid
+        let (properties, permissions, value, descriptors) = characteristic.synchronized {
+            (characteristic.propertiesStorage, characteristic.permissionsStorage,
              characteristic.valueStorage, characteristic.descriptorsStorage ?? [])
         }
         let known: CBCharacteristicProperties = [.read, .writeWithoutResponse, .write, .notify, .indicate,
@@ -84,7 +89,7 @@ struct ServiceBlueprint: @unchecked Sendable {
 
         var gattDescriptors: [GATTDescriptor] = []
         for descriptor in descriptors {
-            let (type, value) = synchronized { (descriptor.uuid, descriptor.valueStorage) }
+            let (type, value) = (descriptor.uuid, descriptor.synchronized { descriptor.valueStorage })
             switch type.bluetoothUUID {
             case .characteristicUserDescription:
                 guard let text = value as? String else {

@@ -14,7 +14,7 @@ package struct CBEventTapToken: Hashable, Sendable {
 
 /// Observers that hear every delegate event besides the delegate, on the delegate queue right
 /// after it: how CoreBluetoothAsync listens without taking the app's delegate, so both styles
-/// mix on one manager. Guarded by the object lock; held strongly until removed.
+/// mix on one manager. Guarded by its owner's object lock; held strongly until removed.
 struct EventTaps<Observer> {
     private var entries: [(token: CBEventTapToken, observer: Observer)] = []
     /// The observers alone, kept so that a callback reads an array instead of mapping one.
@@ -27,8 +27,12 @@ struct EventTaps<Observer> {
         return token
     }
 
-    mutating func remove(_ token: CBEventTapToken) {
+    /// Returns what was removed, for the caller to release once it let go of the lock: a tap's
+    /// last release may end an `AsyncStream`, whose termination handler removes a tap too.
+    mutating func remove(_ token: CBEventTapToken) -> [Observer] {
+        let removed = entries.filter { $0.token == token }.map(\.observer)
         entries.removeAll { $0.token == token }
         observers = entries.map(\.observer)
+        return removed
     }
 }
