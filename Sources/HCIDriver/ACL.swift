@@ -81,13 +81,17 @@ extension HCIDriver {
             // State is consistent before the send: a transport may answer synchronously.
             transport.send(.acl(next.packet))
         }
-        if aclCredits == 0, !sendOrder.isEmpty, completionWatchdog == nil, let timeout = configuration.aclCompletionTimeout {
+        if packetsWaitForBuffers, completionWatchdog == nil, let timeout = configuration.aclCompletionTimeout {
             completionWatchdog = loop.schedule(after: timeout) { [weak self] in self?.checkCompletions() }
         }
         for handle in drained where connections[handle]?.fragments.isEmpty == true {
             delegate?.driverCanSendMore(handle: handle)
         }
     }
+
+    /// Packets are queued and the controller has no buffer free: what the completion watchdog
+    /// watches over.
+    var packetsWaitForBuffers: Bool { aclCredits == 0 && !sendOrder.isEmpty }
 
     /// Packets wait for buffers: a connection whose packets in flight have seen no completion
     /// for `aclCompletionTimeout` holds buffers the controller will never return (it forgot
@@ -111,7 +115,7 @@ extension HCIDriver {
                 }
             }
         }
-        if aclCredits == 0, !sendOrder.isEmpty {
+        if packetsWaitForBuffers {
             completionWatchdog = loop.schedule(at: next ?? now + timeout) { [weak self] in self?.checkCompletions() }
         }
     }

@@ -23,18 +23,25 @@ import Testing
         return h
     }
 
+    /// Links `a` and `b` on a controller of three ACL buffers, all three in flight on `a`, and a
+    /// packet of `b`'s waiting for one.
+    static func aHoldingEveryBufferWhileBWaits() throws -> Harness {
+        let h = harness()
+        try h.startRunning(aclLength: 27, aclCount: 3)
+        h.connect(a)
+        h.connect(b)
+        for tag: UInt8 in 1...3 { #expect(h.driver.sendACL(handle: a, pdu: small(tag))) }
+        #expect(h.driver.sendACL(handle: b, pdu: small(9)))
+        return h
+    }
+
     static func disconnections(_ h: Harness) -> [DisconnectionComplete] {
         h.delegate.events.compactMap { if case .disconnectionComplete(let e) = $0 { e } else { nil } }
     }
 
     @Test func anUnknownConnectionIdentifierAnswerEndsTheLinkAndReturnsItsCredits() throws {
-        let h = Self.harness()
-        try h.startRunning(aclLength: 27, aclCount: 3)
-        h.connect(Self.a)
-        h.connect(Self.b)
         // The controller forgot `a` with all three buffers in flight on it: `b` waits.
-        for tag: UInt8 in 1...3 { #expect(h.driver.sendACL(handle: Self.a, pdu: Self.small(tag))) }
-        #expect(h.driver.sendACL(handle: Self.b, pdu: Self.small(9)))
+        let h = try Self.aHoldingEveryBufferWhileBWaits()
         #expect(h.driver.aclCredits == 0 && h.transport.sentACL.count == 3)
 
         var result: Result<ReadRSSI.ReturnParameters, HCIError>?
@@ -105,12 +112,7 @@ import Testing
     }
 
     @Test func aLinkWhosePacketsNeverCompleteIsGivenUpWhileOthersWait() throws {
-        let h = Self.harness()
-        try h.startRunning(aclLength: 27, aclCount: 3)
-        h.connect(Self.a)
-        h.connect(Self.b)
-        for tag: UInt8 in 1...3 { #expect(h.driver.sendACL(handle: Self.a, pdu: Self.small(tag))) }
-        #expect(h.driver.sendACL(handle: Self.b, pdu: Self.small(9)))
+        let h = try Self.aHoldingEveryBufferWhileBWaits()
         let before = h.controller.received.count
         h.loop.run(for: .seconds(39))
         #expect(h.controller.received.count == before)

@@ -63,13 +63,19 @@ struct ForgottenLinkDeviceTests {
         #expect(central.disconnected.count == 1)
     }
 
-    @Test func theOtherLinkGoesOnOnceTheForgottenLinksCreditsAreBack() throws {
+    /// The shared device's central with links to peers A (the one to forget) and B, settled.
+    static func twoLinks() throws -> (Bench, Client, forgotten: DeviceConnection, other: DeviceConnection) {
         let bench = try Bench()
         let central = Client("central")
         bench.shared.addClient(central, roles: .central)
-        let forgotten = try Self.connect(bench, to: bench.peerA, for: central)
-        let other = try Self.connect(bench, to: bench.peerB, for: central)
+        let forgotten = try connect(bench, to: bench.peerA, for: central)
+        let other = try connect(bench, to: bench.peerB, for: central)
         bench.runFor(.milliseconds(500))
+        return (bench, central, forgotten, other)
+    }
+
+    @Test func theOtherLinkGoesOnOnceTheForgottenLinksCreditsAreBack() throws {
+        let (bench, central, forgotten, other) = try Self.twoLinks()
         let driver = bench.shared.host.driver
         let total = Int(try #require(driver.controllerInfo?.totalACLDataPackets))
         #expect(driver.aclCredits == total)
@@ -101,12 +107,7 @@ struct ForgottenLinkDeviceTests {
     }
 
     @Test func withNoRequestOnTheForgottenLinkItsStalledBuffersEndIt() throws {
-        let bench = try Bench()
-        let central = Client("central")
-        bench.shared.addClient(central, roles: .central)
-        let forgotten = try Self.connect(bench, to: bench.peerA, for: central)
-        let other = try Self.connect(bench, to: bench.peerB, for: central)
-        bench.runFor(.milliseconds(500))
+        let (bench, central, forgotten, other) = try Self.twoLinks()
         let driver = bench.shared.host.driver
         let total = Int(try #require(driver.controllerInfo?.totalACLDataPackets))
 
