@@ -65,10 +65,9 @@ public final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var sequence: UInt64 = 0
     @exclusivity(unchecked) private var wallBase = ContinuousClock.now
     @exclusivity(unchecked) private var virtualBase = LoopInstant.zero
-    /// The loop's current time. Read it on the loop.
-    public private(set) var now = LoopInstant.zero {
-        didSet { if pacing != .manual { publishNow() } }
-    }
+    /// The loop's current time. Read it on the loop. A threaded loop publishes each change
+    /// for `currentTime` (`advanceThreadedClock(to:)`, or with the jump in `jumpClock(to:)`).
+    public private(set) var now = LoopInstant.zero
 
     private static let currentKey: pthread_key_t = {
         var key = pthread_key_t()
@@ -120,8 +119,16 @@ public final class EventLoop: @unchecked Sendable {
     /// cancels it.
     @discardableResult
     public func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> TimerHandle {
+        schedule(afterNanoseconds: delay.nanoseconds, work)
+    }
+
+    /// `schedule(after:_:)` with the delay in nanoseconds: for the radio's per-packet timers
+    /// (air time, T_IFS, connection events), which count in nanoseconds already; taking a
+    /// `Duration` apart costs a 128-bit division per timer.
+    @discardableResult
+    public func schedule(afterNanoseconds delay: Int64, _ work: @escaping @Sendable () -> Void) -> TimerHandle {
         let handle = TimerHandle(loop: self, work: work)
-        let delayNs = max(0, delay.nanoseconds)
+        let delayNs = max(0, delay)
         if inLoop {
             addTimer(at: LoopInstant(nanoseconds: now.nanoseconds &+ delayNs), handle)
         } else {
@@ -187,9 +194,12 @@ public final class EventLoop: @unchecked Sendable {
         return sharedNow
     }
 
-    private func publishNow() {
+    /// A threaded loop's clock moves to `instant` (if later), published for `currentTime`.
+    private func advanceThreadedClock(to instant: LoopInstant) {
+        guard instant > now else { return }
+        now = instant
         condition.lock()
-        sharedNow = now
+        sharedNow = instant
         condition.unlock()
     }
 
@@ -304,7 +314,7 @@ public final class EventLoop: @unchecked Sendable {
                 condition.unlock()
                 takeDrained()
 
-                if case .realTime = pacing { now = max(now, wallToLoop(.now)) }
+                if case .realTime = pacing { advanceThreadedClock(to: wallToLoop(.now)) }
                 var burst = 0
                 while let job = ready.popFirst() {
                     job.run()
@@ -317,9 +327,11 @@ public final class EventLoop: @unchecked Sendable {
                 runBurstEnd()
                 timers.discardCancelledTop()
                 if let next = timers.peekTime() {
-                    if pacing == .unpaced && next > now && !waitForClockRelease() { continue }
-                    if next <= now || pacing == .unpaced {
-                        now = max(now, next)
+                    if pacing == .unpaced && next > now {
+                        if jumpClock(to: next) { fireDueTimer() }
+                        continue
+                    }
+                    if next <= now {
                         fireDueTimer()
                         continue
                     }
@@ -340,14 +352,21 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// For an unpaced loop about to jump ahead: true when no hold is on and no work was posted;
-    /// otherwise waits until the holds are released or work arrives and returns false (the
-    /// caller looks again). Work posted by a thread that then released its hold must run
-    /// before time jumps, or that thread's request would land after the leap.
-    private func waitForClockRelease() -> Bool {
+    /// For an unpaced loop about to jump ahead to its next timer: when no hold is on and no
+    /// work was posted, moves the clock to `next` (published in the same critical section: one
+    /// lock per jump, not two) and returns true; otherwise waits until the holds are released
+    /// or work arrives and returns false (the caller looks again). Work posted by a thread that
+    /// then released its hold must run before time jumps, or that thread's request would land
+    /// after the leap.
+    private func jumpClock(to next: LoopInstant) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        if clockHolds == 0 { return inbox.isEmpty }
+        if clockHolds == 0 {
+            guard inbox.isEmpty else { return false }
+            now = next
+            sharedNow = next
+            return true
+        }
         while clockHolds > 0 && inbox.isEmpty && !stopRequested { condition.wait() }
         return false
     }
@@ -371,13 +390,14 @@ struct TimerEntry {
     var time: LoopInstant
     var sequence: UInt64
     var handle: TimerHandle
-
-    func isBefore(_ other: TimerEntry) -> Bool {
-        time < other.time || (time == other.time && sequence < other.sequence)
-    }
 }
 
 /// A binary min-heap ordered by time, then by scheduling order.
+///
+/// The sifts work on the array's buffer and move entries with `swapAt` on it, which moves the
+/// handles' references without retaining and releasing them: on the array itself each swap
+/// retained and released a handle and checked the storage's uniqueness, most of a timed
+/// radio's cost per timer (several timers per packet).
 struct TimerHeap {
     private var items: [TimerEntry] = []
 
@@ -400,32 +420,43 @@ struct TimerHeap {
             if items.count > items.capacity / 2 { items.reserveCapacity(items.capacity * 2) }
         }
         items.append(entry)
-        var i = items.count - 1
+        items.withUnsafeMutableBufferPointer { Self.siftUp($0, from: $0.count - 1) }
+    }
+
+    mutating func pop() -> TimerEntry? {
+        let last = items.count - 1
+        guard last >= 0 else { return nil }
+        if last > 0 { items.withUnsafeMutableBufferPointer { $0.swapAt(0, last) } }
+        let top = items.removeLast()
+        if last > 1 { items.withUnsafeMutableBufferPointer { Self.siftDown($0, from: 0) } }
+        return top
+    }
+
+    private static func isBefore(_ heap: UnsafeMutableBufferPointer<TimerEntry>, _ a: Int, _ b: Int) -> Bool {
+        let x = heap[a].time.nanoseconds, y = heap[b].time.nanoseconds
+        return x < y || (x == y && heap[a].sequence < heap[b].sequence)
+    }
+
+    private static func siftUp(_ heap: UnsafeMutableBufferPointer<TimerEntry>, from start: Int) {
+        var i = start
         while i > 0 {
             let parent = (i - 1) / 2
-            guard items[i].isBefore(items[parent]) else { break }
-            items.swapAt(i, parent)
+            guard isBefore(heap, i, parent) else { break }
+            heap.swapAt(i, parent)
             i = parent
         }
     }
 
-    mutating func pop() -> TimerEntry? {
-        guard !items.isEmpty else { return nil }
-        items.swapAt(0, items.count - 1)
-        let top = items.removeLast()
-        siftDown(from: 0)
-        return top
-    }
-
-    private mutating func siftDown(from start: Int) {
+    private static func siftDown(_ heap: UnsafeMutableBufferPointer<TimerEntry>, from start: Int) {
+        let count = heap.count
         var i = start
         while true {
             let l = 2 * i + 1, r = l + 1
             var m = i
-            if l < items.count && items[l].isBefore(items[m]) { m = l }
-            if r < items.count && items[r].isBefore(items[m]) { m = r }
+            if l < count && isBefore(heap, l, m) { m = l }
+            if r < count && isBefore(heap, r, m) { m = r }
             if m == i { break }
-            items.swapAt(i, m)
+            heap.swapAt(i, m)
             i = m
         }
     }
@@ -435,6 +466,8 @@ struct TimerHeap {
         let before = items.count
         items.removeAll { $0.handle.work == nil }
         guard items.count < before, items.count > 1 else { return }
-        for i in stride(from: items.count / 2 - 1, through: 0, by: -1) { siftDown(from: i) }
+        items.withUnsafeMutableBufferPointer { heap in
+            for i in stride(from: heap.count / 2 - 1, through: 0, by: -1) { Self.siftDown(heap, from: i) }
+        }
     }
 }

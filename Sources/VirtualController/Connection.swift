@@ -81,7 +81,9 @@ final class Connection: @unchecked Sendable {
         self.timeout = llData.timeout
     }
 
-    var intervalDuration: Duration { .microseconds(Int64(interval) * 1250) }
+    var intervalDuration: Duration { .nanoseconds(intervalNanoseconds) }
+    /// The interval in the loop's unit, for the timer of every connection event.
+    var intervalNanoseconds: Int64 { Int64(interval) * 1_250_000 }
     var isEncrypted: Bool { txEncrypted && rxEncrypted }
     /// Data waits while encryption is being started or paused (Vol 6 Part B §5.1.3.1).
     var dataPaused: Bool { encryptionInProgress }

@@ -5,8 +5,9 @@ import Logging
 import Scheduling
 
 extension VirtualController {
-    /// T_IFS, the inter-frame space between packets of a connection event.
-    static let interFrameSpace: Duration = .microseconds(150)
+    /// T_IFS, the inter-frame space between packets of a connection event, in the loop's unit
+    /// (nanoseconds: the timers of every packet exchange use it).
+    static let interFrameSpaceNanoseconds: Int64 = 150_000
 
     // MARK: Establishment and teardown
 
@@ -249,9 +250,9 @@ extension VirtualController {
     private func connectionEvent(_ connection: Connection) {
         guard connections[connection.handle] === connection else { return }
         connection.eventCounter &+= 1
-        let eventEnd = loop.now + connection.intervalDuration
-        connection.eventEnd = eventEnd
-        connection.eventTimer = loop.schedule(after: connection.intervalDuration) { [weak self, weak connection] in
+        let interval = connection.intervalNanoseconds
+        connection.eventEnd = LoopInstant(nanoseconds: loop.now.nanoseconds &+ interval)
+        connection.eventTimer = loop.schedule(afterNanoseconds: interval) { [weak self, weak connection] in
             guard let self, let connection else { return }
             self.connectionEvent(connection)
         }
@@ -274,9 +275,10 @@ extension VirtualController {
         guard connections[connection.handle] === connection else { return }
         switch connection.role {
         case .peripheral:
-            // Answer every packet from the central after T_IFS.
-            loop.schedule(after: Self.interFrameSpace) { [weak self, weak connection] in
-                guard let self, let connection, self.connections[connection.handle] === connection else { return }
+            // Answer every packet from the central after T_IFS. Strong captures: the timer is
+            // 150 µs long and never re-arms itself, and weak ones cost side-table work per packet.
+            loop.schedule(afterNanoseconds: Self.interFrameSpaceNanoseconds) { [self, connection] in
+                guard connections[connection.handle] === connection else { return }
                 let item = self.nextPDU(connection) ?? (DataPDU(llid: .continuation, payload: []), false)
                 var reply = item.pdu
                 reply.moreData = self.hasMoreToSend(connection)
@@ -290,13 +292,13 @@ extension VirtualController {
             guard pdu.moreData || hasMoreToSend(connection), let end = connection.eventEnd else { return }
             let event = connection.eventCounter
             let mic = connection.rxEncrypted ? 4 : 0
-            let exchange = Self.interFrameSpace.nanoseconds * 2
+            let exchange = Self.interFrameSpaceNanoseconds * 2
                 + connection.txPHY.airTimeNanoseconds(pduOctets: nextPDUOctets(connection))
                 + connection.rxPHY.airTimeNanoseconds(pduOctets: 2 + Int(connection.maxRxOctets) + mic)
-            guard loop.now.nanoseconds + Self.interFrameSpace.nanoseconds + exchange <= end.nanoseconds else { return }
-            loop.schedule(after: Self.interFrameSpace) { [weak self, weak connection] in
-                guard let self, let connection, connection.eventCounter == event else { return }
-                self.centralSendInEvent(connection)
+            guard loop.now.nanoseconds + Self.interFrameSpaceNanoseconds + exchange <= end.nanoseconds else { return }
+            loop.schedule(afterNanoseconds: Self.interFrameSpaceNanoseconds) { [self, connection] in
+                guard connection.eventCounter == event, connections[connection.handle] === connection else { return }
+                centralSendInEvent(connection)
             }
         @unknown default:
             break

@@ -415,8 +415,8 @@ extension VirtualController {
             set.durationTimer = scheduleDuration(handle, set.duration)
         }
         extended.sets[handle] = set
-        if restarting { scheduleSetEvent(handle, after: .zero) }
-        else { scheduleSetEvent(handle, after: .microseconds(Int64(radio.randomInt(in: 0...10_000)))) }
+        if restarting { scheduleSetEvent(handle, afterMicroseconds: 0) }
+        else { scheduleSetEvent(handle, afterMicroseconds: Int64(radio.randomInt(in: 0...10_000))) }
     }
 
     func stopAdvertisingSet(_ handle: UInt8) {
@@ -446,8 +446,13 @@ extension VirtualController {
         }
     }
 
-    private func scheduleSetEvent(_ handle: UInt8, after delay: Duration) {
-        extended.sets[handle]?.eventTimer = loop.schedule(after: delay) { [weak self] in self?.advertisingSetEvent(handle) }
+    private func scheduleSetEvent(_ handle: UInt8, afterMicroseconds delay: Int64) {
+        guard let index = extended.sets.index(forKey: handle) else { return }
+        // Through the index: `sets[handle]?.eventTimer = …` moved the whole set out of the
+        // table and back in, once per advertising event.
+        extended.sets.values[index].eventTimer = loop.schedule(afterNanoseconds: delay * 1000) { [weak self] in
+            self?.advertisingSetEvent(handle)
+        }
     }
 
     private func advertisingSetEvent(_ handle: UInt8) {
@@ -473,10 +478,10 @@ extension VirtualController {
             return terminateAdvertisingSet(handle, status: .limitReached)
         }
         let interval = Int64(set.parameters.primaryAdvertisingIntervalMin) * 625
-        let next: Duration = set.isHighDutyDirected
-            ? .microseconds(3750)
-            : .microseconds(interval + Int64(radio.randomInt(in: 0...10_000)))  // advInterval + advDelay
-        scheduleSetEvent(handle, after: next)
+        let next: Int64 = set.isHighDutyDirected
+            ? 3750
+            : interval + Int64(radio.randomInt(in: 0...10_000))  // advInterval + advDelay, µs
+        scheduleSetEvent(handle, afterMicroseconds: next)
     }
 
     /// A legacy advertising PDU of `type` (shared with the legacy advertising commands).

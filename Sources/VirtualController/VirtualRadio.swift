@@ -232,7 +232,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     // MARK: Transmission
 
     private func deliver(after airNs: Int64, _ work: @escaping @Sendable () -> Void) {
-        if airTime == .instant || airNs == 0 { loop.execute(work) } else { loop.schedule(after: .nanoseconds(airNs), work) }
+        if airTime == .instant || airNs == 0 { loop.execute(work) } else { loop.schedule(afterNanoseconds: airNs, work) }
     }
 
     /// Broadcasts an advertising-channel PDU (on the 1M PHY) to every device that can hear it.

@@ -22,7 +22,7 @@ extension CBManager {
     public func linuxSchedule(after delay: TimeInterval, _ body: @escaping @Sendable () -> Void) -> CBLinuxTimer {
         guard let device else { return CBLinuxTimer(nil) }
         let callbacks = self.callbacks
-        return CBLinuxTimer(device.loop.schedule(after: .nanoseconds(Self.loopNanoseconds(after: delay))) {
+        return CBLinuxTimer(device.loop.schedule(afterNanoseconds: Self.loopNanoseconds(after: delay)) {
             callbacks.async(body)
         })
     }
