@@ -255,8 +255,14 @@ public final class ATTBearer: @unchecked Sendable {
             guard !hasRequestedMTUExchange else { return completion(.failure(.mtuAlreadyExchanged)) }
             hasRequestedMTUExchange = true
         }
-        waitingRequests.append(PendingRequest(pdu: pdu, completion: completion))
-        sendNextRequest()
+        let request = PendingRequest(pdu: pdu, completion: completion)
+        // An idle bearer sends at once: the queue's storage, made at its first use, would stay
+        // with the link (a link's first request is the MTU exchange; fleets count every byte).
+        guard outstandingRequest == nil, heldForSecurity == nil, retryNext == nil, waitingRequests.isEmpty else {
+            waitingRequests.append(request)
+            return sendNextRequest()
+        }
+        start(request)
     }
 
     /// Exchanges the MTU as client, offering `preferredMTU` (once per connection). Completes
@@ -284,21 +290,22 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     private func sendNextRequest() {
-        while isOpen, outstandingRequest == nil, heldForSecurity == nil, let next = nextRequest() {
-            let bytes = next.pdu.encode()
-            guard bytes.count <= mtu else {
-                next.completion(.failure(.invalidRequest("\(next.pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu)")))
-                continue
-            }
-            // Outstanding before the send: a channel may answer synchronously.
-            let timer = loop.schedule(after: transactionTimeout) { [weak self] in self?.requestTimedOut() }
-            outstandingRequest = (next, timer)
-            guard channel?.send(bytes) == true else {
-                timer.cancel()
-                outstandingRequest = nil
-                next.completion(.failure(.cannotSend))
-                continue
-            }
+        while isOpen, outstandingRequest == nil, heldForSecurity == nil, let next = nextRequest() { start(next) }
+    }
+
+    /// Sends `next` as the outstanding request, or fails it.
+    private func start(_ next: PendingRequest) {
+        let bytes = next.pdu.encode()
+        guard bytes.count <= mtu else {
+            return next.completion(.failure(.invalidRequest("\(next.pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu)")))
+        }
+        // Outstanding before the send: a channel may answer synchronously.
+        let timer = loop.schedule(after: transactionTimeout) { [weak self] in self?.requestTimedOut() }
+        outstandingRequest = (next, timer)
+        guard channel?.send(bytes) == true else {
+            timer.cancel()
+            outstandingRequest = nil
+            return next.completion(.failure(.cannotSend))
         }
     }
 

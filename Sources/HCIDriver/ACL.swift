@@ -30,6 +30,16 @@ extension HCIDriver {
             logger.info("ACL queue of 0x\(String(handle, radix: 16)) is full; rejected")
             return false
         }
+        // A PDU of one fragment with a buffer free and nothing queued goes at once, as the pump
+        // would send it, without the queue (whose storage the link would keep) or the send order
+        // walk. Free buffers with packets waiting cannot be: the pump runs until one runs out.
+        if pdu.count <= fragmentSize, aclCredits > 0, sendOrder.isEmpty, connection.fragments.isEmpty {
+            aclCredits -= 1
+            if connection.inFlight == 0 { connection.waitingSince = loop.now }
+            connection.inFlight += 1
+            transport.send(.acl(ACLDataPacket(handle: handle, boundary: .firstNonFlushable, data: pdu)))
+            return true
+        }
         var offset = 0
         while offset < pdu.count {
             let end = min(offset + fragmentSize, pdu.count)

@@ -2,6 +2,7 @@ import AssignedNumbers
 import HCI
 import HCITransport
 import HostDevice
+import Scheduling
 
 /// Connection events (`registerForConnectionEvents(options:)`; docs/daemon.md, "Connection
 /// events"): the connections of one host device made by any of its central roles (a daemon's
@@ -101,7 +102,8 @@ public final class ConnectionEvents: @unchecked Sendable {
 final class AcceptedConnections: HostDeviceClient, @unchecked Sendable {
     private weak var events: ConnectionEvents?
     weak var device: HostDevice?
-    private var open: [ObjectIdentifier: LEAddress] = [:]
+    /// One entry inline (no storage) while one peer is connected.
+    private var open = IntegerKeyMap<ObjectIdentifier, LEAddress>()
 
     init(events: ConnectionEvents, device: HostDevice) {
         self.events = events
@@ -121,7 +123,7 @@ final class AcceptedConnections: HostDeviceClient, @unchecked Sendable {
 
     func device(_ device: HostDevice, didClose error: HCITransportError?) {
         let gone = open.values
-        open = [:]
+        open.removeAll()
         for peer in gone { events?.disconnected(peer) }
     }
 }

@@ -168,7 +168,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     @exclusivity(unchecked) private var updateOwner = 0
     /// By the connection's GATT server connection (what requests carry).
     @exclusivity(unchecked) private var links = IntegerKeyMap<ObjectIdentifier, Link>()
-    @exclusivity(unchecked) private var linksByCentral: [Int: Link] = [:]
+    @exclusivity(unchecked) private var linksByCentral = IntegerKeyMap<Int, Link>()
 
     @exclusivity(unchecked) private var published: [Int: PublishedService] = [:]
     /// The value handles of the published characteristics.

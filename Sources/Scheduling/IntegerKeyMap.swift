@@ -7,6 +7,7 @@ extension UInt8: IntegerMapKey { @inlinable public var integerMapBits: UInt64 { 
 extension UInt16: IntegerMapKey { @inlinable public var integerMapBits: UInt64 { UInt64(self) } }
 extension UInt32: IntegerMapKey { @inlinable public var integerMapBits: UInt64 { UInt64(self) } }
 extension UInt64: IntegerMapKey { @inlinable public var integerMapBits: UInt64 { self } }
+extension Int: IntegerMapKey { @inlinable public var integerMapBits: UInt64 { UInt64(bitPattern: Int64(self)) } }
 extension ObjectIdentifier: IntegerMapKey {
     @inlinable public var integerMapBits: UInt64 { UInt64(UInt(bitPattern: self)) }
 }
@@ -17,23 +18,30 @@ extension ObjectIdentifier: IntegerMapKey {
 /// deletion (no tombstones), load at most one half, Fibonacci hashing.
 /// One array of keys and one of values (an array of optional tuples would need a generic
 /// layout per element).
+/// A map that never held two entries keeps its one entry inline, without slot storage: most
+/// maps by connection (a device's links, a controller's access addresses, a GATT server's
+/// client states) hold one in fleets of thousands of devices, where two arrays each cost a
+/// link ~110 bytes.
 /// Iteration order is unspecified, as `Dictionary`'s.
 public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @usableFromInline var slotKeys: [Key?]
     @usableFromInline var slotValues: [Value?]
+    /// The entry of a map without slots (nil once slots exist).
+    @usableFromInline var single: (key: Key, value: Value)?
     @usableFromInline var shift: UInt64
     @usableFromInline var _count = 0
 
     @inlinable
     public var count: Int { _count }
 
-    /// An empty map; its slots (2 at first, doubling) are made at the first insertion: every
+    /// An empty map; its slots (4 at first, doubling) are made at the second insertion: every
     /// connection keeps maps that often stay empty or hold one entry (a device's links by
     /// handle, with one link), and fleets of thousands paid for 8 slots up front.
     @inlinable
     public init() {
         slotKeys = []
         slotValues = []
+        single = nil
         shift = 64 - 2
     }
 
@@ -65,7 +73,9 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
         @inline(__always)
         get {
             let (index, found) = slot(of: key)
-            return found ? slotValues[index] : nil
+            if found { return slotValues[index] }
+            if let single, single.key == key { return single.value }
+            return nil
         }
         set {
             if let newValue { updateValue(newValue, forKey: key) } else { removeValue(forKey: key) }
@@ -81,6 +91,18 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
             slotValues[index] = value
             return old
         }
+        if slotKeys.isEmpty {
+            if let old = single {
+                if old.key == key {
+                    single = (key, value)
+                    return old.value
+                }
+            } else {
+                single = (key, value)
+                _count = 1
+                return nil
+            }
+        }
         if (count + 1) * 2 > slotKeys.count {
             grow()
             index = slot(of: key).index
@@ -95,7 +117,12 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @discardableResult
     public mutating func removeValue(forKey key: Key) -> Value? {
         let (removed, found) = slot(of: key)
-        guard found else { return nil }
+        guard found else {
+            guard let old = single, old.key == key else { return nil }
+            single = nil
+            _count = 0
+            return old.value
+        }
         let old = slotValues[removed]
         slotKeys[removed] = nil
         slotValues[removed] = nil
@@ -129,6 +156,7 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
             return
         }
         guard _count > 0 else { return }
+        single = nil
         for i in slotKeys.indices where slotKeys[i] != nil {
             slotKeys[i] = nil
             slotValues[i] = nil
@@ -139,10 +167,17 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
     @usableFromInline
     mutating func grow() {
         let oldKeys = slotKeys, oldValues = slotValues
-        let slots = oldKeys.isEmpty ? 2 : oldKeys.count * 2
+        // From none to 4 (the inline entry and the one being added, at most half full).
+        let slots = oldKeys.isEmpty ? 4 : oldKeys.count * 2
         slotKeys = Array(repeating: nil, count: slots)
         slotValues = Array(repeating: nil, count: slots)
-        shift = oldKeys.isEmpty ? 64 - 1 : shift - 1
+        shift = oldKeys.isEmpty ? 64 - 2 : shift - 1
+        if let moved = single {
+            single = nil
+            let index = slot(of: moved.key).index
+            slotKeys[index] = moved.key
+            slotValues[index] = moved.value
+        }
         for i in oldKeys.indices {
             guard let key = oldKeys[i], let value = oldValues[i] else { continue }
             let index = slot(of: key).index
@@ -153,11 +188,11 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
 
     /// The keys, in unspecified order.
     @inlinable
-    public var keys: [Key] { slotKeys.compactMap { $0 } }
+    public var keys: [Key] { single.map { [$0.key] } ?? slotKeys.compactMap { $0 } }
 
     /// The values, in unspecified order.
     @inlinable
-    public var values: [Value] { slotValues.compactMap { $0 } }
+    public var values: [Value] { single.map { [$0.value] } ?? slotValues.compactMap { $0 } }
 
     @inlinable
     public subscript(key: Key, default defaultValue: @autoclosure () -> Value) -> Value {
@@ -167,17 +202,29 @@ public struct IntegerKeyMap<Key: IntegerMapKey, Value> {
 }
 
 extension IntegerKeyMap: Sequence {
+    /// Holds the slot arrays and the inline entry, not the map: with the map held, every step
+    /// of a walk copied and destroyed the whole map (callgrind: ~320 instructions a slot on
+    /// `CBCentralManager`'s table of weak peripherals).
     public struct Iterator: IteratorProtocol {
-        @usableFromInline let map: IntegerKeyMap
+        @usableFromInline let slotKeys: [Key?]
+        @usableFromInline let slotValues: [Value?]
+        @usableFromInline var single: (key: Key, value: Value)?
         @usableFromInline var index = 0
-        @inlinable init(map: IntegerKeyMap) { self.map = map }
+        @inlinable init(map: IntegerKeyMap) {
+            slotKeys = map.slotKeys
+            slotValues = map.slotValues
+            single = map.single
+        }
         @inlinable
         public mutating func next() -> (key: Key, value: Value)? {
-            while index < map.slotKeys.count {
+            while index < slotKeys.count {
                 defer { index += 1 }
-                if let key = map.slotKeys[index], let value = map.slotValues[index] { return (key, value) }
+                if let key = slotKeys[index], let value = slotValues[index] { return (key, value) }
             }
-            return nil
+            // A map has slots or an inline entry, never both.
+            guard let entry = single else { return nil }
+            single = nil
+            return entry
         }
     }
 

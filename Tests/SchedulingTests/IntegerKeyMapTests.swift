@@ -39,6 +39,23 @@ import Testing
         }
     }
 
+    /// A map that never held two entries keeps its entry inline; the second moves both to slots.
+    @Test func oneEntryIsInline() {
+        var map = IntegerKeyMap<UInt16, String>()
+        map[7] = "a"
+        #expect(map.slotKeys.isEmpty && map.count == 1 && map[7] == "a" && map[8] == nil)
+        #expect(map.updateValue("b", forKey: 7) == "a" && map.count == 1)
+        #expect(Array(map).map(\.value) == ["b"] && map.keys == [7] && map.values == ["b"])
+        #expect(map.removeValue(forKey: 8) == nil && map.removeValue(forKey: 7) == "b" && map.isEmpty)
+        #expect(Array(map).isEmpty && map.keys.isEmpty)
+        map[7] = "c"
+        map[9] = "d"
+        #expect(!map.slotKeys.isEmpty && map.single == nil && map.count == 2)
+        #expect(map[7] == "c" && map[9] == "d" && Set(map.keys) == [7, 9])
+        map.removeAll(keepingCapacity: true)
+        #expect(map.isEmpty && map[7] == nil && !map.slotKeys.isEmpty)
+    }
+
     @Test func objectIdentifiersAreKeys() {
         final class Thing {}
         let things = (0..<100).map { _ in Thing() }

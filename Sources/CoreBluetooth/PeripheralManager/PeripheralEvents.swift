@@ -24,7 +24,30 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     /// Requests handed to the delegate and not answered yet (their ids).
     let outstanding = Locked(Set<Int>())
 
-    @exclusivity(unchecked) private var centrals: [Int: CBCentral] = [:]
+    /// Connected centrals by id. Each one's `CBCentral`, and with it its identifier (an entry
+    /// of the manager's identifier store), is made when the app first meets it (a request, a
+    /// subscription, a channel): most links of a fleet never do, and each costs ~400 bytes.
+    @exclusivity(unchecked) private var centrals: [Int: ConnectedCentral] = [:]
+
+    private enum ConnectedCentral {
+        case connected(peer: LEAddress, mtu: Int)
+        case made(CBCentral)
+    }
+
+    /// The `CBCentral` for `id`, made at the first call.
+    private func central(_ id: Int) -> CBCentral? {
+        switch centrals[id] {
+        case nil: return nil
+        case .made(let central): return central
+        case .connected(let peer, let mtu):
+            guard let manager else { return nil }
+            let central = CBCentral(identifier: manager.identifierStore.assignIdentifier(for: peer), centralID: id,
+                                    maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu),
+                                    manager: manager)
+            centrals[id] = .made(central)
+            return central
+        }
+    }
 
     @exclusivity(unchecked) private var nextKey = 0
     @exclusivity(unchecked) private var keysByService: [ObjectIdentifier: Int] = [:]
@@ -59,7 +82,10 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     }
 
     /// Whether `central` is one of this manager's connected centrals.
-    func isConnected(_ central: CBCentral) -> Bool { centrals[central.centralID] === central }
+    func isConnected(_ central: CBCentral) -> Bool {
+        guard case .made(let connected) = centrals[central.centralID] else { return false }
+        return connected === central
+    }
 
     // MARK: - Services
 
@@ -204,15 +230,16 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     // MARK: - Centrals
 
     func peripheral(_ roleService: any PeripheralRole, centralConnected central: Int, peer: LEAddress, mtu: Int) {
-        guard let manager else { return }
-        centrals[central] = CBCentral(identifier: manager.identifierStore.assignIdentifier(for: peer),
-                                      centralID: central, maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: mtu),
-                                      manager: manager)
+        centrals[central] = .connected(peer: peer, mtu: mtu)
     }
 
     func peripheral(_ roleService: any PeripheralRole, central: Int, mtuChanged mtu: Int) {
-        guard let central = centrals[central] else { return }
-        central.synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
+        switch centrals[central] {
+        case nil: return
+        case .connected(let peer, _): centrals[central] = .connected(peer: peer, mtu: mtu)
+        case .made(let central):
+            central.synchronized { central.maximumUpdateValueLengthStorage = ATTMTU.maximumNotificationValueLength(mtu: mtu) }
+        }
     }
 
     func peripheral(_ roleService: any PeripheralRole, centralDisconnected central: Int, abandonedRequests: [Int]) {
@@ -235,7 +262,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     // MARK: - Requests
 
     func peripheral(_ roleService: any PeripheralRole, readRequest id: Int, central: Int, handle: ATTHandle, offset: Int) {
-        guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else {
+        guard let central = self.central(central), let characteristic = characteristicsByHandle[handle] else {
             return roleService.answer(id, error: .unlikelyError, value: nil)
         }
         outstanding.withLock { _ = $0.insert(id) }
@@ -247,7 +274,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         var requests: [CBATTRequest] = []
         requests.reserveCapacity(writes.count)
         for write in writes {
-            guard let central = centrals[write.central], let characteristic = characteristicsByHandle[write.handle] else {
+            guard let central = self.central(write.central), let characteristic = characteristicsByHandle[write.handle] else {
                 if id >= 0 { roleService.answer(id, error: .unlikelyError, value: nil) }
                 return
             }
@@ -262,7 +289,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     // MARK: - Subscriptions and updates
 
     func peripheral(_ roleService: any PeripheralRole, central: Int, subscribedTo handle: ATTHandle) {
-        guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
+        guard let central = self.central(central), let characteristic = characteristicsByHandle[handle] else { return }
         let addCentral: @Sendable () -> Void = {
             characteristic.synchronized {
                 var centrals = characteristic.subscribedCentralsStorage ?? []
@@ -276,7 +303,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     }
 
     func peripheral(_ roleService: any PeripheralRole, central: Int, unsubscribedFrom handle: ATTHandle) {
-        guard let central = centrals[central], let characteristic = characteristicsByHandle[handle] else { return }
+        guard let central = self.central(central), let characteristic = characteristicsByHandle[handle] else { return }
         let removeCentral: @Sendable () -> Void = {
             characteristic.synchronized { characteristic.subscribedCentralsStorage?.removeAll { $0 === central } }
         }
@@ -288,7 +315,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     // MARK: - Channels
 
     func peripheral(_ roleService: any PeripheralRole, central: Int, didOpen channel: RoleChannel) {
-        guard let central = centrals[central], roleService.isOn, let loop = manager?.roleLoop else { return channel.close() }
+        guard let central = self.central(central), roleService.isOn, let loop = manager?.roleLoop else { return channel.close() }
         let opened = ChannelBridge.makeChannel(channel, peer: central, loop: loop)
         deliver { manager, delegate in delegate.peripheralManager(manager, didOpen: opened, error: nil) }
     }
@@ -313,9 +340,9 @@ extension PeripheralEvents {
         let identifiers = manager.identifierStore
         for central in restored.centrals {
             let id = Int(central.central)
-            centrals[id] = CBCentral(identifier: identifiers.assignIdentifier(for: central.peer), centralID: id,
-                                     maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: Int(central.mtu)),
-                                     manager: manager)
+            centrals[id] = .made(CBCentral(identifier: identifiers.assignIdentifier(for: central.peer), centralID: id,
+                                           maximumUpdateValueLength: ATTMTU.maximumNotificationValueLength(mtu: Int(central.mtu)),
+                                           manager: manager))
         }
         var objects: [UInt32: CBMutableService] = [:]
         var services: [CBMutableService] = []
@@ -347,7 +374,7 @@ extension PeripheralEvents {
             service.includedServices = kept.includedKeys.compactMap { objects[$0] }
         }
         for central in restored.centrals {
-            guard let object = centrals[Int(central.central)] else { continue }
+            guard let object = self.central(Int(central.central)) else { continue }
             for handle in central.subscribed {
                 guard let characteristic = characteristicsByHandle[handle] else { continue }
                 characteristic.synchronized {
