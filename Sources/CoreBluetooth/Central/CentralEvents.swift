@@ -83,13 +83,12 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
             made.learnedAt = connectionEvents.forgetCount
         }
         guard let manager else { return }
-        let peripheral = manager.peripheral(for: peer, advertisedName: made.name, advertisedServices: made.serviceSet)
+        let peripheral = manager.peripheral(for: peer, advertisedName: made.name, advertisedServices: made.serviceSet,
+                                            discovered: true)
         let dictionary = Unchecked(made.dictionary)
         // 127: the controller could not measure it.
         let rssi = Self.rssiNumbers.value[Int(rssi ?? 127) + 128]
-        manager.deliver { manager, delegate in
-            delegate.centralManager(manager, didDiscover: peripheral, advertisementData: dictionary.value, rssi: rssi)
-        }
+        manager.deliverDiscovery(peripheral, advertisementData: dictionary, rssi: rssi)
     }
 
     private static func make(_ data: AdvertisingData, raw: (advertisement: [UInt8], scanResponse: [UInt8]?),
