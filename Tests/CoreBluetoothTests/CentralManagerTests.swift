@@ -178,6 +178,35 @@ final class CentralFixture: @unchecked Sendable {
         #expect(fixture.wait({ fixture.recorder.log.count(of: "discover Sensor") >= 10 }, timeout: .seconds(2)))
     }
 
+    @Test func aScanningAppThatKeepsNoPeripheralIsGivenTheSameObjectForADevice() throws {
+        let fixture = try CentralFixture()
+        fixture.central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        #expect(fixture.wait(for: "discover Sensor"))
+        weak var first = fixture.recorder.discovered(named: "Sensor")
+        fixture.recorder.forget()
+        // Nothing of the app's holds it now: the next reports give the same object all the same.
+        let seen = fixture.recorder.log.count(of: "discover Sensor")
+        #expect(fixture.wait({ fixture.recorder.log.count(of: "discover Sensor") >= seen + 5 }, timeout: .seconds(2)))
+        #expect(first != nil)
+        #expect(fixture.recorder.discovered(named: "Sensor") === first)
+        // Once connected it is the app's alone again: releasing it cancels the connection,
+        // the scan going on meanwhile.
+        weak var released: CBPeripheral?
+        do {
+            let peripheral = try #require(fixture.recorder.discovered(named: "Sensor"))
+            released = peripheral
+            fixture.central.connect(peripheral)
+            #expect(fixture.wait({ peripheral.state == .connected }))
+        }
+        for _ in 0..<20 where released != nil {
+            fixture.recorder.queue.sync {}
+            fixture.recorder.forget()
+            fixture.radio.run(for: .milliseconds(100))
+        }
+        #expect(released == nil)
+        #expect(fixture.wait({ fixture.device.snapshot { $0.connection == nil } }))
+    }
+
     @Test func aServiceFilterKeepsOnlyDevicesAdvertisingThoseServices() throws {
         let fixture = try CentralFixture()
         fixture.central.scanForPeripherals(withServices: [CBUUID(string: "180F")])
