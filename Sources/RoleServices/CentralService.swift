@@ -187,6 +187,15 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
         }
         if report.isScanResponse {
             entry.scanResponse = report.data
+            // A scan response answers an advertisement. One whose advertisement this scan has
+            // not heard (the request was made before the scan started again: the controller
+            // scans on, or reports it just after a restart) is kept for the advertiser's next
+            // advertisement, not reported alone as a device advertising nothing, without its
+            // name, services and connectability. Only an extended scannable advertisement's
+            // scan response stands alone: it is that advertisement's whole data. (Bumble's
+            // controller marks the scan response it makes up for legacy advertising neither
+            // legacy nor scannable.)
+            if entry.advertisement == nil, report.isLegacy || !report.isScannable { return }
         } else {
             entry.advertisement = report.data
             entry.isConnectable = report.isConnectable

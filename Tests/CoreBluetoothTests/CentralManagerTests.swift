@@ -207,6 +207,53 @@ final class CentralFixture: @unchecked Sendable {
         #expect(fixture.wait({ fixture.device.snapshot { $0.connection == nil } }))
     }
 
+    /// What one discovery said, as `cbtool record` reads it.
+    struct Sighted: Sendable, Equatable {
+        var advertising: Data?
+        var scanResponse: Data?
+        var name: String?
+        var connectable: Bool?
+    }
+
+    @Test func aScanStartedAgainReportsNoScanResponseWithoutItsAdvertisement() throws {
+        // `cbtool record`'s sequence: a device found by its advertisement, then the scan started
+        // again (duplicates allowed) for its scan response. The scan response to the request the
+        // first scan made comes after the new scan began: it answers an advertisement this scan
+        // did not hear, and was reported alone, as a device advertising nothing (an empty
+        // advertisement, no name, not connectable), which the tool kept.
+        let data: AdvertisingData = [.flags(.leGeneralDiscoverableLEOnly), .localName("Sensor", complete: true),
+                                     .serviceUUIDs([BluetoothUUID(uuid16: 0x180D)], width: .bits16, complete: true)]
+        let response: AdvertisingData = [.manufacturerData(ManufacturerData(companyIdentifier: 0xFFFF, data: [0x52]))]
+        let fixture = try CentralFixture(advertising: data, scanResponse: response, airTime: .timed)
+        let sighted = Locked<[Sighted]>([])
+        let restarted = Locked(false)
+        fixture.recorder.onDiscover = { central, _, advertisement in
+            let first = restarted.withLock { done in
+                defer { done = true }
+                return !done
+            }
+            if first {
+                #expect(advertisement[CBAdvertisementDataLinuxScanResponseDataKey] == nil, "the advertisement comes first")
+                central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+                return
+            }
+            let seen = Sighted(advertising: advertisement[CBAdvertisementDataLinuxAdvertisingDataKey] as? Data,
+                               scanResponse: advertisement[CBAdvertisementDataLinuxScanResponseDataKey] as? Data,
+                               name: advertisement[CBAdvertisementDataLocalNameKey] as? String,
+                               connectable: (advertisement[CBAdvertisementDataIsConnectable] as? NSNumber)?.boolValue)
+            sighted.withLock { $0.append(seen) }
+        }
+        fixture.central.scanForPeripherals(withServices: nil)
+        #expect(fixture.wait({ sighted.current.count >= 6 }, timeout: .seconds(2)))
+        let reports = sighted.current
+        let whole = Sighted(advertising: Data(data.encoded), scanResponse: Data(response.encoded), name: "Sensor", connectable: true)
+        // Each report the advertisement as sent, with the scan response once one was heard.
+        for report in reports {
+            #expect(report == whole || report == Sighted(advertising: whole.advertising, name: "Sensor", connectable: true), "\(report)")
+        }
+        #expect(reports.contains(whole))
+    }
+
     @Test func aServiceFilterKeepsOnlyDevicesAdvertisingThoseServices() throws {
         let fixture = try CentralFixture()
         fixture.central.scanForPeripherals(withServices: [CBUUID(string: "180F")])
