@@ -178,6 +178,82 @@ final class CentralFixture: @unchecked Sendable {
         #expect(fixture.wait({ fixture.recorder.log.count(of: "discover Sensor") >= 10 }, timeout: .seconds(2)))
     }
 
+    @Test func aScanningAppThatKeepsNoPeripheralIsGivenTheSameObjectForADevice() throws {
+        let fixture = try CentralFixture()
+        fixture.central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        #expect(fixture.wait(for: "discover Sensor"))
+        weak var first = fixture.recorder.discovered(named: "Sensor")
+        fixture.recorder.forget()
+        // Nothing of the app's holds it now: the next reports give the same object all the same.
+        let seen = fixture.recorder.log.count(of: "discover Sensor")
+        #expect(fixture.wait({ fixture.recorder.log.count(of: "discover Sensor") >= seen + 5 }, timeout: .seconds(2)))
+        #expect(first != nil)
+        #expect(fixture.recorder.discovered(named: "Sensor") === first)
+        // Once connected it is the app's alone again: releasing it cancels the connection,
+        // the scan going on meanwhile.
+        weak var released: CBPeripheral?
+        do {
+            let peripheral = try #require(fixture.recorder.discovered(named: "Sensor"))
+            released = peripheral
+            fixture.central.connect(peripheral)
+            #expect(fixture.wait({ peripheral.state == .connected }))
+        }
+        for _ in 0..<20 where released != nil {
+            fixture.recorder.queue.sync {}
+            fixture.recorder.forget()
+            fixture.radio.run(for: .milliseconds(100))
+        }
+        #expect(released == nil)
+        #expect(fixture.wait({ fixture.device.snapshot { $0.connection == nil } }))
+    }
+
+    /// What one discovery said, as `cbtool record` reads it.
+    struct Sighted: Sendable, Equatable {
+        var advertising: Data?
+        var scanResponse: Data?
+        var name: String?
+        var connectable: Bool?
+    }
+
+    @Test func aScanStartedAgainReportsNoScanResponseWithoutItsAdvertisement() throws {
+        // `cbtool record`'s sequence: a device found by its advertisement, then the scan started
+        // again (duplicates allowed) for its scan response. The scan response to the request the
+        // first scan made comes after the new scan began: it answers an advertisement this scan
+        // did not hear, and was reported alone, as a device advertising nothing (an empty
+        // advertisement, no name, not connectable), which the tool kept.
+        let data: AdvertisingData = [.flags(.leGeneralDiscoverableLEOnly), .localName("Sensor", complete: true),
+                                     .serviceUUIDs([BluetoothUUID(uuid16: 0x180D)], width: .bits16, complete: true)]
+        let response: AdvertisingData = [.manufacturerData(ManufacturerData(companyIdentifier: 0xFFFF, data: [0x52]))]
+        let fixture = try CentralFixture(advertising: data, scanResponse: response, airTime: .timed)
+        let sighted = Locked<[Sighted]>([])
+        let restarted = Locked(false)
+        fixture.recorder.onDiscover = { central, _, advertisement in
+            let first = restarted.withLock { done in
+                defer { done = true }
+                return !done
+            }
+            if first {
+                #expect(advertisement[CBAdvertisementDataLinuxScanResponseDataKey] == nil, "the advertisement comes first")
+                central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+                return
+            }
+            let seen = Sighted(advertising: advertisement[CBAdvertisementDataLinuxAdvertisingDataKey] as? Data,
+                               scanResponse: advertisement[CBAdvertisementDataLinuxScanResponseDataKey] as? Data,
+                               name: advertisement[CBAdvertisementDataLocalNameKey] as? String,
+                               connectable: (advertisement[CBAdvertisementDataIsConnectable] as? NSNumber)?.boolValue)
+            sighted.withLock { $0.append(seen) }
+        }
+        fixture.central.scanForPeripherals(withServices: nil)
+        #expect(fixture.wait({ sighted.current.count >= 6 }, timeout: .seconds(2)))
+        let reports = sighted.current
+        let whole = Sighted(advertising: Data(data.encoded), scanResponse: Data(response.encoded), name: "Sensor", connectable: true)
+        // Each report the advertisement as sent, with the scan response once one was heard.
+        for report in reports {
+            #expect(report == whole || report == Sighted(advertising: whole.advertising, name: "Sensor", connectable: true), "\(report)")
+        }
+        #expect(reports.contains(whole))
+    }
+
     @Test func aServiceFilterKeepsOnlyDevicesAdvertisingThoseServices() throws {
         let fixture = try CentralFixture()
         fixture.central.scanForPeripherals(withServices: [CBUUID(string: "180F")])

@@ -52,6 +52,22 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// Entries kept before the first pruning, and at least after each: small, as a device seen
     /// for the first time walks the table (``livePeripheral(at:)``).
     private static let minimumPruneThreshold = 64
+    /// Discovered peripherals that are disconnected, held by the manager itself (guarded by
+    /// the object lock; not in `peripheralObjects` meanwhile): a scanning app that keeps none
+    /// of the peripherals it is told about gets the same object for a device report after
+    /// report (as on iOS while an object lives), instead of one made and released per report.
+    /// Let go (``letGo(_:)``, back to `peripheralObjects`) as the app connects one, so that
+    /// releasing a connecting or connected object still cancels its connection; a
+    /// disconnected one started nothing to cancel.
+    @exclusivity(unchecked) private var keptPeripherals = IntegerKeyMap<PeripheralKey, CBPeripheral>()
+    /// The kept objects by normalized address (guarded likewise), so that a device seen for the
+    /// first time finds one without a walk (``livePeripheral(at:)``). An entry whose object
+    /// moved since is checked against the object and ignored.
+    @exclusivity(unchecked) private var keptAddresses = IntegerKeyMap<AddressKey, PeripheralKey>()
+    /// Discovered objects kept at most; past it the manager lets all of them go (those the app
+    /// holds stay in `peripheralObjects`) and starts again: a scan among rotating private
+    /// addresses sees new devices without end.
+    static let keptPeripheralsLimit = 4096
     /// The central role on the device's loop (a client of the device while it is on), and
     /// what turns its events (values) into objects and delegate calls.
     private let service = CentralService()
@@ -152,6 +168,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         for peer in peers {
             let peripheral = peripheral(for: peer.peer)
             let notifying = peripheral.restore(peer)
+            synchronized { letGo(peripheral) }
             if peer.isConnected, let link = role.link(for: peer.peer) {
                 link.events = peripheral.linkEvents
                 for (handle, characteristic) in notifying {
@@ -269,9 +286,10 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     // MARK: - Peripheral objects
 
     /// The peripheral object for the device at `address`: the one the app holds, or a new one
-    /// (whose identifier the store then keeps).
+    /// (whose identifier the store then keeps). `discovered`: a scan reported it (the manager
+    /// then holds the object while it is disconnected, see `keptPeripherals`).
     func peripheral(for address: LEAddress, advertisedName: String? = nil,
-                    advertisedServices: Set<BluetoothUUID> = []) -> CBPeripheral {
+                    advertisedServices: Set<BluetoothUUID> = [], discovered: Bool = false) -> CBPeripheral {
         let store = identifiers
         // One look-up (and mark) for a device the store knows: every report but the first.
         var held: CBPeripheral?
@@ -285,36 +303,88 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         }
         let key = PeripheralKey(identifier: identifier)
         return synchronized {
+            if let kept = keptPeripherals[key] {
+                kept.advertisementSeen(name: advertisedName, services: advertisedServices)
+                let before = kept.addressStorage.normalized
+                kept.moveIfDisconnected(to: address)
+                if kept.addressStorage.normalized != before { keptAddresses[AddressKey(kept.addressStorage.normalized)] = key }
+                return kept
+            }
             if let existing = peripheralObjects[key]?.object ?? held {
                 existing.advertisementSeen(name: advertisedName, services: advertisedServices)
                 existing.moveIfDisconnected(to: address)
+                if discovered { keep(existing, at: key) }
                 return existing
             }
             let peripheral = CBPeripheral(identifier: identifier, address: address, name: advertisedName, manager: self)
             peripheral.advertisedServiceUUIDs = advertisedServices
-            peripheralObjects[key] = WeakPeripheral(object: peripheral)
-            if peripheralObjects.count > pruneThreshold {
-                // Removed in place: the table keeps its slots (a new one grew again from 8
-                // slots, unspecialised, each time).
-                let released = peripheralObjects.compactMap { $0.value.object == nil ? $0.key : nil }
-                for key in released { peripheralObjects.removeValue(forKey: key) }
-                pruneThreshold = max(Self.minimumPruneThreshold, 2 * peripheralObjects.count)
+            if discovered {
+                keep(peripheral, at: key)
+                return peripheral
             }
+            peripheralObjects[key] = WeakPeripheral(object: peripheral)
+            if peripheralObjects.count > pruneThreshold { pruneReleased() }
             return peripheral
         }
+    }
+
+    /// Under the lock: drops the entries of released objects. Removed in place: the table keeps
+    /// its slots (a new one grew again from 8 slots, unspecialised, each time).
+    private func pruneReleased() {
+        let released = peripheralObjects.compactMap { $0.value.object == nil ? $0.key : nil }
+        for key in released { peripheralObjects.removeValue(forKey: key) }
+        pruneThreshold = max(Self.minimumPruneThreshold, 2 * peripheralObjects.count)
+    }
+
+    /// Under the lock: the manager holds `peripheral` (the object at `key`) while it is
+    /// disconnected.
+    private func keep(_ peripheral: CBPeripheral, at key: PeripheralKey) {
+        guard peripheral.linkStateStorage == .disconnected else {
+            if peripheralObjects[key] == nil { peripheralObjects[key] = WeakPeripheral(object: peripheral) }
+            return
+        }
+        if keptPeripherals.count >= Self.keptPeripheralsLimit {
+            // Let go of all of them: the app's own references keep the ones it uses.
+            for (key, object) in keptPeripherals { peripheralObjects[key] = WeakPeripheral(object: object) }
+            keptPeripherals.removeAll(keepingCapacity: true)
+            keptAddresses.removeAll(keepingCapacity: true)
+            pruneReleased()
+        }
+        peripheralObjects.removeValue(forKey: key)
+        keptPeripherals[key] = peripheral
+        keptAddresses[AddressKey(peripheral.addressStorage.normalized)] = key
+    }
+
+    /// Under the lock: the manager no longer holds `peripheral` (it is being connected: the
+    /// app's references alone keep it, and releasing it cancels the connection).
+    private func letGo(_ peripheral: CBPeripheral) {
+        let key = PeripheralKey(identifier: peripheral.identifier)
+        // Another manager's object for the same device (the app may connect one through this
+        // manager) is not this one's to let go.
+        guard keptPeripherals[key] === peripheral else { return }
+        keptPeripherals.removeValue(forKey: key)
+        let address = AddressKey(peripheral.addressStorage.normalized)
+        if keptAddresses[address] == key { keptAddresses.removeValue(forKey: address) }
+        peripheralObjects[key] = WeakPeripheral(object: peripheral)
     }
 
     /// The peripheral object the app holds for `address`, if any (never gives the device an
     /// identifier).
     func existingPeripheral(for address: LEAddress) -> CBPeripheral? {
         let identifier = identifiers.identifier(for: address)
-        return synchronized { identifier.flatMap { peripheralObjects[PeripheralKey(identifier: $0)]?.object } ?? livePeripheral(at: address) }
+        return synchronized {
+            identifier.flatMap { keptPeripherals[PeripheralKey(identifier: $0)] ?? peripheralObjects[PeripheralKey(identifier: $0)]?.object }
+                ?? livePeripheral(at: address)
+        }
     }
 
     /// Under the lock: a held object at `address`, looked for one by one (when the store has
     /// no entry for the address, evicted while the app held the object).
     private func livePeripheral(at address: LEAddress) -> CBPeripheral? {
         let address = address.normalized
+        if let key = keptAddresses[AddressKey(address)], let kept = keptPeripherals[key], kept.addressStorage.normalized == address {
+            return kept
+        }
         for (_, entry) in peripheralObjects {
             if let object = entry.object, object.addressStorage.normalized == address { return object }
         }
@@ -322,7 +392,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     }
 
     private func livePeripherals() -> [CBPeripheral] {
-        synchronized { peripheralObjects.values.compactMap(\.object) }
+        synchronized { keptPeripherals.values + peripheralObjects.values.compactMap(\.object) }
     }
 
     private var identifiers: IdentifierStore { identifierStore }
@@ -415,6 +485,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
             }
         }
         guard shouldConnect else { return }
+        // Held by the app alone from now on (releasing it cancels the connection). After the
+        // peripheral's section: never two object locks at once.
+        synchronized { letGo(peripheral) }
         let seconds = (options?[CBConnectPeripheralOptionStartDelayKey] as? NSNumber)?.doubleValue ?? 0
         // iOS 17: reconnect by itself after the peer goes away, until cancelled.
         let autoReconnect = Self.bool(options?[CBConnectPeripheralOptionEnableAutoReconnect])
@@ -499,8 +572,23 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         }
     }
 
+    /// ``deliver(_:)`` for a discovery, one closure instead of two: a scan with duplicates
+    /// allowed makes one per advertising packet.
+    func deliverDiscovery(_ peripheral: CBPeripheral, advertisementData: Unchecked<[String: Any]>, rssi: NSNumber) {
+        callbacks.async { [weak self] in
+            guard let self else { return }
+            if let delegate = self.delegate {
+                delegate.centralManager(self, didDiscover: peripheral, advertisementData: advertisementData.value, rssi: rssi)
+            }
+            for observer in synchronized({ self.taps.observers }) {
+                observer.centralManager(self, didDiscover: peripheral, advertisementData: advertisementData.value, rssi: rssi)
+            }
+        }
+    }
+
     func didConnect(_ peripheral: CBPeripheral) {
         peripheral.synchronized { peripheral.linkStateStorage = .connected }
+        synchronized { letGo(peripheral) }
         deliver { manager, delegate in delegate.centralManager(manager, didConnect: peripheral) }
     }
 

@@ -740,7 +740,16 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// An advertisement seen while scanning (called with the manager's lock held).
     func advertisementSeen(name: String?, services: Set<BluetoothUUID>) {
         // The same set as last time (shared storage) compares at once: no hashing per report.
-        if !services.isEmpty, advertisedServiceUUIDs != services { advertisedServiceUUIDs.formUnion(services) }
+        if !services.isEmpty, advertisedServiceUUIDs != services {
+            // The advertisement's own set when it holds all of ours: shared storage, so that the
+            // next report's comparison is immediate (a peripheral the manager keeps sees the same
+            // advertisement over and over).
+            if advertisedServiceUUIDs.isSubset(of: services) {
+                advertisedServiceUUIDs = services
+            } else {
+                advertisedServiceUUIDs.formUnion(services)
+            }
+        }
         guard let name, !hasGAPName, nameStorage != name else { return }
         let hadName = nameStorage != nil
         nameStorage = name

@@ -40,12 +40,15 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
         @exclusivity(unchecked) var learnedAt: UInt64?
 
         init(advertisement: [UInt8], scanResponse: [UInt8]?, isConnectable: Bool, services: [BluetoothUUID], name: String?,
-             dictionary: [String: Any]) {
+             dictionary: [String: Any], previous: MadeAdvertisement?) {
             self.advertisement = advertisement
             self.scanResponse = scanResponse
             self.isConnectable = isConnectable
             self.services = services
-            serviceSet = Set(services)
+            // The peer's previous set when equal (its advertisement without and with the scan
+            // response, say): shared storage, which `CBPeripheral` compares at once.
+            let set = Set(services)
+            serviceSet = previous.map { $0.serviceSet == set ? $0.serviceSet : set } ?? set
             self.name = name
             self.dictionary = dictionary
         }
@@ -73,7 +76,7 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
            last.scanResponse == raw.scanResponse {
             made = last
         } else {
-            made = Self.make(data, raw: raw, isConnectable: isConnectable)
+            made = Self.make(data, raw: raw, isConnectable: isConnectable, previous: last)
             if advertisements.count >= Self.cachedAdvertisements && last == nil { advertisements = [:] }
             advertisements[key] = made
         }
@@ -83,17 +86,16 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
             made.learnedAt = connectionEvents.forgetCount
         }
         guard let manager else { return }
-        let peripheral = manager.peripheral(for: peer, advertisedName: made.name, advertisedServices: made.serviceSet)
+        let peripheral = manager.peripheral(for: peer, advertisedName: made.name, advertisedServices: made.serviceSet,
+                                            discovered: true)
         let dictionary = Unchecked(made.dictionary)
         // 127: the controller could not measure it.
         let rssi = Self.rssiNumbers.value[Int(rssi ?? 127) + 128]
-        manager.deliver { manager, delegate in
-            delegate.centralManager(manager, didDiscover: peripheral, advertisementData: dictionary.value, rssi: rssi)
-        }
+        manager.deliverDiscovery(peripheral, advertisementData: dictionary, rssi: rssi)
     }
 
     private static func make(_ data: AdvertisingData, raw: (advertisement: [UInt8], scanResponse: [UInt8]?),
-                             isConnectable: Bool) -> MadeAdvertisement {
+                             isConnectable: Bool, previous: MadeAdvertisement?) -> MadeAdvertisement {
         // Each accessor walks the elements and builds an array: once each.
         let services = data.serviceUUIDs, name = data.localName
         var dictionary = AdvertisementDictionary.make(from: data, isConnectable: isConnectable, localName: name,
@@ -101,7 +103,7 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
         dictionary[CBAdvertisementDataLinuxAdvertisingDataKey] = Data(raw.advertisement)
         if let scanResponse = raw.scanResponse { dictionary[CBAdvertisementDataLinuxScanResponseDataKey] = Data(scanResponse) }
         return MadeAdvertisement(advertisement: raw.advertisement, scanResponse: raw.scanResponse, isConnectable: isConnectable,
-                                 services: services, name: name, dictionary: dictionary)
+                                 services: services, name: name, dictionary: dictionary, previous: previous)
     }
 
     func centralScanFailed(_ service: any CentralRole) {
