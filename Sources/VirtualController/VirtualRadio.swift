@@ -81,12 +81,12 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// when they attached or last called `listeningChanged`), in attachment order: identifiers
     /// grow with attachment, so this is `deviceOrder`'s listening subset, kept sorted. A
     /// broadcast visits these only (a scanner among a thousand advertisers: one, not a thousand).
-    @exclusivity(unchecked) private var listeners: [RadioDeviceID] = []  // exclusivity checks: 0.04 % of adv
+    private var listeners: [RadioDeviceID] = []
     /// The listeners without an advertiser of interest (`RadioDevice.advertiserOfInterest`):
     /// those that hear every legacy advertising PDU. Sorted like `listeners`.
-    private var allAdvertiserListeners: [RadioDeviceID] = []
+    @exclusivity(unchecked) private var allAdvertiserListeners: [RadioDeviceID] = []  // exclusivity checks: 0.06 % of conn
     /// The other listeners, by the address (`BluetoothAddress.value`) they listen for, sorted.
-    @exclusivity(unchecked) private var listenersByAdvertiser: [UInt64: [RadioDeviceID]] = [:]  // exclusivity checks: 0.04 % of adv
+    @exclusivity(unchecked) private var listenersByAdvertiser: [UInt64: [RadioDeviceID]] = [:]  // exclusivity checks: 0.06 % of conn
     private var nextID: RadioDeviceID = 1
     /// Connections by access address: the two devices in them and whether they can hear each other.
     @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)>()  // exclusivity checks: 0.55 % of notify

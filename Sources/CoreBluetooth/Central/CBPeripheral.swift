@@ -25,7 +25,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     var servicesStorage: [CBService]?
     var rssiStorage: NSNumber?
     var mtuStorage = ATTMTU.leDefault
-    @exclusivity(unchecked) var advertisedServiceUUIDs: Set<BluetoothUUID> = []  // exclusivity checks: 0.04 % of adv
+    var advertisedServiceUUIDs: Set<BluetoothUUID> = []
     /// Writes without response the app may still make before `canSendWriteWithoutResponse`
     /// turns false; returned as the link takes them.
     var writeBudget = CBPeripheral.writeBudgetLimit
