@@ -19,7 +19,7 @@ import StackLogging
 public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     public let bearer: any GATTClientBearer
     /// Procedures that may wait behind the running one; more fail with `.queueFull`.
-    @exclusivity(unchecked) public var maximumQueuedProcedures = 32
+    public var maximumQueuedProcedures = 32
     /// `corebluetooth.gatt` (tagged with the link by its owner): what the client drops.
     public var logger: Logger {
         get { logSource.logger }
@@ -27,35 +27,35 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     }
     /// Where `logger` comes from, made when first used: the standard one unless the owner sets
     /// its link's (``LazyLogger/init(_:link:)``).
-    @exclusivity(unchecked) public var logSource = LazyLogger(standard: .gatt)
+    public var logSource = LazyLogger(standard: .gatt)
 
     /// The server's database changed in this range (a Service Changed indication): what was
     /// discovered there is stale and must be discovered again.
-    @exclusivity(unchecked) public var onServiceChanged: ((ClosedRange<ATTHandle>) -> Void)?
+    public var onServiceChanged: ((ClosedRange<ATTHandle>) -> Void)?
     /// The value handle of the Service Changed characteristic, learned when characteristic
     /// discovery finds it (or set from a cache).
-    @exclusivity(unchecked) public var serviceChangedHandle: ATTHandle?
+    public var serviceChangedHandle: ATTHandle?
     /// A notification or indication for a value nobody subscribed to through this client.
-    @exclusivity(unchecked) public var onUnhandledValue: ((ATTHandle, [UInt8]) -> Void)?
+    public var onUnhandledValue: ((ATTHandle, [UInt8]) -> Void)?
     /// `writeWithoutResponse` returned false earlier and the link can take more now.
-    @exclusivity(unchecked) public var onReadyToSendWriteWithoutResponse: (() -> Void)?
+    public var onReadyToSendWriteWithoutResponse: (() -> Void)?
     /// Whether the last write without response was taken; false until the link drains after
     /// a refusal (what `canSendWriteWithoutResponse` reports).
-    @exclusivity(unchecked) public private(set) var canSendWriteWithoutResponse = true
+    public private(set) var canSendWriteWithoutResponse = true
     /// Called once when the bearer closes, after every procedure failed.
-    @exclusivity(unchecked) public var onClose: ((GATTClientError) -> Void)?
+    public var onClose: ((GATTClientError) -> Void)?
     /// Set once the bearer closed: what every procedure fails with from then on.
-    @exclusivity(unchecked) public private(set) var closeError: GATTClientError?
+    @exclusivity(unchecked) public private(set) var closeError: GATTClientError?  // exclusivity checks: 0.07 % of pair
 
-    @exclusivity(unchecked) private var valueHandlers = IntegerKeyMap<ATTHandle, ([UInt8]) -> Void>()
+    @exclusivity(unchecked) private var valueHandlers = IntegerKeyMap<ATTHandle, ([UInt8]) -> Void>()  // exclusivity checks: 0.28 % of notify
 
     private struct Procedure {
         let start: () -> Void
         let fail: (GATTClientError) -> Void
     }
-    @exclusivity(unchecked) private var waiting: [Procedure] = []
-    @exclusivity(unchecked) private var running: Procedure?
-    @exclusivity(unchecked) private var isDispatching = false
+    private var waiting: [Procedure] = []
+    private var running: Procedure?
+    private var isDispatching = false
 
     /// A client on `bearer`: it takes over the bearer's notification and indication handlers
     /// and listens to it for readiness to send and the close.
@@ -578,8 +578,8 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     }
 
     private final class ProcedureState {
-        @exclusivity(unchecked) var isStarted = false
-        @exclusivity(unchecked) var isFinished = false
+        var isStarted = false
+        var isFinished = false
     }
 
     private func startNext() {

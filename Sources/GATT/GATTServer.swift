@@ -55,7 +55,7 @@ public final class GATTServer: @unchecked Sendable {
     /// update; never for updates `updateValue` returned true for. Counted per `owner` (the
     /// one `updateValue` was given: each user of a shared server has its own budget), one call
     /// per owner with a non-zero count.
-    @exclusivity(unchecked) public var onUpdatesHandedOver: ((_ count: Int, _ owner: Int) -> Void)?
+    public var onUpdatesHandedOver: ((_ count: Int, _ owner: Int) -> Void)?
 
     /// Prepared writes one client may queue before Prepare Queue Full.
     public var preparedWriteLimit = 64
@@ -63,7 +63,7 @@ public final class GATTServer: @unchecked Sendable {
     /// next update waits for a confirmation. The bearer sends one at a time anyway (§3.3.2) and
     /// the next follows its confirmation at once, so 1 costs no throughput and keeps what is
     /// not on the air in the server's queue, where unsubscribing or removing a service drops it.
-    @exclusivity(unchecked) public var indicationWindow = 1
+    public var indicationWindow = 1
 
     public private(set) var gapService: GATTServiceHandles!
     public private(set) var gattService: GATTServiceHandles!
@@ -81,11 +81,11 @@ public final class GATTServer: @unchecked Sendable {
     var database = GATTDatabase()
     private var cachedHash: [UInt8]?
     // Loop-confined and on the update path: no dynamic exclusivity checks.
-    @exclusivity(unchecked) var connections = IntegerKeyMap<ObjectIdentifier, ConnectionState>()
+    @exclusivity(unchecked) var connections = IntegerKeyMap<ObjectIdentifier, ConnectionState>()  // exclusivity checks: 0.06 % of pair
     /// The open connections in the order they opened: updates to all subscribers go out in it.
-    @exclusivity(unchecked) var connectionList: [ConnectionState] = []
+    @exclusivity(unchecked) var connectionList: [ConnectionState] = []  // exclusivity checks: 0.28 % of notify
     /// The update queues' bookkeeping (`GATTServer+Updates.swift`).
-    @exclusivity(unchecked) var tickets = UpdateTickets()
+    @exclusivity(unchecked) var tickets = UpdateTickets()  // exclusivity checks: 0.8 % of notify
 
     public init(deviceName: String = "", appearance: UInt16 = 0) {
         self.deviceName = deviceName
@@ -216,16 +216,16 @@ public final class GATTServer: @unchecked Sendable {
         var isOpen = true
         /// What the client asked for, by characteristic value handle (the CCCD's own handle is
         /// the attribute's); only non-empty configurations are kept.
-        @exclusivity(unchecked) var clientConfigurations = IntegerKeyMap<ATTHandle, GATTClientConfiguration>()
+        @exclusivity(unchecked) var clientConfigurations = IntegerKeyMap<ATTHandle, GATTClientConfiguration>()  // exclusivity checks: 0.28 % of notify
         var clientSupportedFeatures: UInt8 = 0
         var preparedWrites: [PreparedWrite] = []
         /// Updates waiting for this connection, in order; the first one was refused.
-        @exclusivity(unchecked) var updates = UpdateQueue()
+        @exclusivity(unchecked) var updates = UpdateQueue()  // exclusivity checks: 0.6 % of notify
         /// Indications handed to the connection and not confirmed (or failed) yet.
-        @exclusivity(unchecked) var indicationsInFlight = 0
+        var indicationsInFlight = 0
         /// Set while `pump` sends from `updates`; `pumpAgain` when a pump was asked for meanwhile.
-        @exclusivity(unchecked) var isPumping = false
-        @exclusivity(unchecked) var pumpAgain = false
+        @exclusivity(unchecked) var isPumping = false  // exclusivity checks: 0.3 % of notify
+        @exclusivity(unchecked) var pumpAgain = false  // exclusivity checks: 0.3 % of notify
         // Robust caching (Vol 3 Part G §2.5.2.1), for clients that set the Robust Caching bit.
         var isChangeAware = true
         /// Database Out Of Sync was sent, or the Database Hash read, since the last change: the

@@ -80,16 +80,16 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     public let transport: HCITransport
     public let configuration: HCIDriverConfiguration
     /// `corebluetooth.hci`: commands (trace), failures and timeouts, what the driver drops.
-    @exclusivity(unchecked) public var logger: Logger
-    @exclusivity(unchecked) public weak var delegate: HCIDriverDelegate?
+    @exclusivity(unchecked) public var logger: Logger  // exclusivity checks: 0.07 % of adv
+    @exclusivity(unchecked) public weak var delegate: HCIDriverDelegate?  // exclusivity checks: 0.28 % of notify
 
     /// What the controller told us during `start`; nil until it completes.
-    @exclusivity(unchecked) public internal(set) var controllerInfo: ControllerInfo?
+    @exclusivity(unchecked) public internal(set) var controllerInfo: ControllerInfo?  // exclusivity checks: 0.3 % of notify
 
     /// `resetting`: the controller reset itself and is being initialised again (only the
     /// initialisation's commands go out; ACL is refused).
     enum State { case idle, starting, running, resetting, closed }
-    @exclusivity(unchecked) var state: State = .idle
+    @exclusivity(unchecked) var state: State = .idle  // exclusivity checks: 0.3 % of notify
 
     // Commands.
     final class PendingCommand {
@@ -100,12 +100,12 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         let expected: HCICommandCompletion?
         let timeout: Duration
         let completion: (Result<HCICommandResponse, HCIError>) -> Void
-        @exclusivity(unchecked) var timer: TimerHandle?
+        var timer: TimerHandle?
         /// For a command naming a connection the host had open when it was queued: its handle
         /// and that connection (weak: gone with it), so an Unknown Connection Identifier answer
         /// ends it and no later one that reuses the handle.
-        @exclusivity(unchecked) var linkHandle: ConnectionHandle?
-        @exclusivity(unchecked) weak var link: OutboundConnection?
+        var linkHandle: ConnectionHandle?
+        weak var link: OutboundConnection?
 
         init(id: UInt64, packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
              timeout: Duration, completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
@@ -117,50 +117,50 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             self.completion = completion
         }
     }
-    @exclusivity(unchecked) var nextCommandID: UInt64 = 0
+    var nextCommandID: UInt64 = 0
     /// Commands the controller has room for (Num_HCI_Command_Packets). One before it speaks.
-    @exclusivity(unchecked) public internal(set) var commandCredits = 1
-    @exclusivity(unchecked) var commandQueue = RingBuffer<PendingCommand>()
+    @exclusivity(unchecked) public internal(set) var commandCredits = 1  // exclusivity checks: 0.15 % of adv
+    @exclusivity(unchecked) var commandQueue = RingBuffer<PendingCommand>()  // exclusivity checks: 0.08 % of adv
     /// Sent and not yet answered, oldest first.
-    @exclusivity(unchecked) var outstandingCommands: [PendingCommand] = []
+    @exclusivity(unchecked) var outstandingCommands: [PendingCommand] = []  // exclusivity checks: 0.07 % of adv
 
     // Outbound ACL. A class, so the hot paths change it in place: a struct copied out of the
     // dictionary and written back copied its fragment queue's storage on every packet.
     final class OutboundConnection {
-        @exclusivity(unchecked) var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>(capacity: 4)
-        @exclusivity(unchecked) var queuedPDUs = 0
+        @exclusivity(unchecked) var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>(capacity: 4)  // exclusivity checks: 0.3 % of notify
+        @exclusivity(unchecked) var queuedPDUs = 0  // exclusivity checks: 0.3 % of notify
         /// Packets handed to the controller and not yet reported by Number Of Completed Packets.
-        @exclusivity(unchecked) var inFlight = 0
+        @exclusivity(unchecked) var inFlight = 0  // exclusivity checks: 0.3 % of notify
         /// The queue had to wait for controller buffers: tell the delegate when it drains.
-        @exclusivity(unchecked) var waitedForCredits = false
+        @exclusivity(unchecked) var waitedForCredits = false  // exclusivity checks: 0.3 % of notify
         /// Since when the packets in flight have been waiting for a completion: when the first
         /// went, or the last Number Of Completed Packets for the connection came.
-        @exclusivity(unchecked) var waitingSince = LoopInstant.zero
+        @exclusivity(unchecked) var waitingSince = LoopInstant.zero  // exclusivity checks: 0.3 % of notify
         /// The driver gave the link up for want of completions (`aclCompletionTimeout`).
-        @exclusivity(unchecked) var stalled = false
+        var stalled = false
     }
-    @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, OutboundConnection>()
+    @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, OutboundConnection>()  // exclusivity checks: 0.6 % of notify
     /// Connections with fragments waiting, in round-robin order.
-    @exclusivity(unchecked) var sendOrder: [ConnectionHandle] = []
+    @exclusivity(unchecked) var sendOrder: [ConnectionHandle] = []  // exclusivity checks: 0.6 % of notify
     /// Free controller ACL buffers.
-    @exclusivity(unchecked) public internal(set) var aclCredits = 0
+    @exclusivity(unchecked) public internal(set) var aclCredits = 0  // exclusivity checks: 0.6 % of notify
     /// Armed while packets wait for a controller buffer: checks that the buffers in use are
     /// still being completed (`aclCompletionTimeout`).
-    @exclusivity(unchecked) var completionWatchdog: TimerHandle?
+    @exclusivity(unchecked) var completionWatchdog: TimerHandle?  // exclusivity checks: 0.3 % of notify
 
     // Inbound ACL.
-    @exclusivity(unchecked) var reassembler = ACLReassembler()
+    @exclusivity(unchecked) var reassembler = ACLReassembler()  // exclusivity checks: 0.28 % of notify
 
     // Initialisation and recovery (Startup.swift).
     /// Counts initialisation runs: a run another one replaced (the controller reset during it)
     /// stops and reports nothing.
-    @exclusivity(unchecked) var initGeneration: UInt64 = 0
+    var initGeneration: UInt64 = 0
     /// Who waits for `start`'s outcome while it runs.
-    @exclusivity(unchecked) var startCompletion: ((Result<ControllerInfo, HCIError>) -> Void)?
+    var startCompletion: ((Result<ControllerInfo, HCIError>) -> Void)?
     /// When the controller reset itself lately (within `recoveryWindow`).
-    @exclusivity(unchecked) var recoveries: [LoopInstant] = []
+    var recoveries: [LoopInstant] = []
     /// Why the driver closed the transport itself (given up on the controller), for the delegate.
-    @exclusivity(unchecked) var closeError: HCITransportError?
+    var closeError: HCITransportError?
 
     public init(transport: HCITransport, loop: EventLoop,
                 configuration: HCIDriverConfiguration = HCIDriverConfiguration(),

@@ -46,17 +46,17 @@ public final class DeviceConnection: @unchecked Sendable {
         clientStorage = client
         return client
     }
-    @exclusivity(unchecked) private var clientStorage: GATTClient?
+    private var clientStorage: GATTClient?
     /// What this connection's loggers share: the link's (the device's logging, the handle, the
     /// peer and role), or one of its own when the peer's identity is not the link's address.
     public let logContext: LinkLogContext
     /// What the link's encryption is worth; the LTK request is answered from here.
-    @exclusivity(unchecked) public internal(set) var security = ConnectionSecurity()
+    public internal(set) var security = ConnectionSecurity()
     /// Set once the owners heard of the connection (after the ATT MTU exchange as central).
-    @exclusivity(unchecked) public internal(set) var isReady = false
-    @exclusivity(unchecked) public internal(set) var isOpen = true
+    public internal(set) var isReady = false
+    public internal(set) var isOpen = true
     /// An ATT request or indication went unanswered for 30 s: the device ended the link.
-    @exclusivity(unchecked) public internal(set) var attTimedOut = false
+    public internal(set) var attTimedOut = false
     /// The clients this connection belongs to (by `ObjectIdentifier` of the client), in the
     /// order they took it. Mostly one: kept inline, the others in an array that is empty (no
     /// storage) until a second client shares the connection — fleets count every byte.
@@ -67,16 +67,16 @@ public final class DeviceConnection: @unchecked Sendable {
             otherOwners = Array(newValue.dropFirst())
         }
     }
-    @exclusivity(unchecked) private var firstOwner: ObjectIdentifier?
-    @exclusivity(unchecked) private var otherOwners: [ObjectIdentifier] = []
+    private var firstOwner: ObjectIdentifier?
+    private var otherOwners: [ObjectIdentifier] = []
     /// Clients that got traffic on the connection without owning it (requests for their
     /// services on it): they hear of its end too.
-    @exclusivity(unchecked) var users: [ObjectIdentifier] = []
-    @exclusivity(unchecked) var readyTimer: TimerHandle?
+    var users: [ObjectIdentifier] = []
+    var readyTimer: TimerHandle?
 
     // Security (HostDevice+Security), in an object of its own made when first needed: most
     // links of a fleet never pair, and every byte of a connection counts there.
-    @exclusivity(unchecked) private var securityWork: SecurityWork?
+    private var securityWork: SecurityWork?
 
     final class SecurityWork {
         /// The link's Security Manager, made when SMP is first needed on it.

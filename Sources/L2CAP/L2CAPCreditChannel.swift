@@ -116,19 +116,19 @@ public final class L2CAPCreditChannel: @unchecked Sendable {
 
     /// Open until `close()`, the peer's Disconnection Request, a protocol violation or the
     /// link's end.
-    @exclusivity(unchecked) public private(set) var isOpen = true
+    @exclusivity(unchecked) public private(set) var isOpen = true  // exclusivity checks: 0.33 % of channel
     /// Each whole SDU the peer sent, in order.
-    @exclusivity(unchecked) public var onReceive: (([UInt8]) -> Void)?
+    public var onReceive: (([UInt8]) -> Void)?
     /// Called once when the channel closes; the callbacks are released after it.
-    @exclusivity(unchecked) public var onClose: ((L2CAPChannelCloseReason) -> Void)?
+    public var onClose: ((L2CAPChannelCloseReason) -> Void)?
     /// Called after `send` refused an SDU for the queue limit, once that SDU would fit.
-    @exclusivity(unchecked) public var onCanSendMore: (() -> Void)?
+    public var onCanSendMore: (() -> Void)?
     /// The most SDU bytes `send` queues (64 KiB by default: one SDU of the largest MTU fits).
-    @exclusivity(unchecked) public var sendQueueLimit = 65536
+    @exclusivity(unchecked) public var sendQueueLimit = 65536  // exclusivity checks: 0.05 % of channel
     /// SDU bytes accepted by `send` and not yet handed to the link.
-    @exclusivity(unchecked) public private(set) var queuedBytes = 0
+    @exclusivity(unchecked) public private(set) var queuedBytes = 0  // exclusivity checks: 0.19 % of channel
     /// Credits we hold: K-frames we may still send before the peer gives more.
-    @exclusivity(unchecked) public private(set) var peerCredits: Int
+    @exclusivity(unchecked) public private(set) var peerCredits: Int  // exclusivity checks: 0.14 % of channel
 
     /// Receive-side back-pressure: while paused, no credits are returned to the peer, which
     /// stops once its credits run out; resuming tops its credits back up to
@@ -144,20 +144,20 @@ public final class L2CAPCreditChannel: @unchecked Sendable {
 
     private let handle: ConnectionHandle
     /// Weak: a user may keep the channel after the link is gone.
-    @exclusivity(unchecked) weak var link: L2CAPLink?
-    @exclusivity(unchecked) private var receivePaused = false
+    weak var link: L2CAPLink?
+    private var receivePaused = false
     /// Credits the peer holds: K-frames it may still send us.
-    @exclusivity(unchecked) private(set) var creditsGiven: Int
+    private(set) var creditsGiven: Int
     /// SDUs waiting, the first being sent from `sendOffset`.
-    @exclusivity(unchecked) private var outbound = RingBuffer<[UInt8]>(capacity: 2)
-    @exclusivity(unchecked) private var sendOffset = 0
+    @exclusivity(unchecked) private var outbound = RingBuffer<[UInt8]>(capacity: 2)  // exclusivity checks: 0.28 % of channel
+    private var sendOffset = 0
     /// The size of the SDU `send` refused for the limit; onCanSendMore is due once it fits.
-    @exclusivity(unchecked) private var refusedSize: Int?
+    private var refusedSize: Int?
     /// The SDU being reassembled and the length its first K-frame announced.
-    @exclusivity(unchecked) private var reassembly: [UInt8] = []
-    @exclusivity(unchecked) private var expectedLength: Int?
+    @exclusivity(unchecked) private var reassembly: [UInt8] = []  // exclusivity checks: 0.14 % of channel
+    private var expectedLength: Int?
     /// onClose was called (it may be before the Disconnection Response frees the CID).
-    @exclusivity(unchecked) private var closeReported = false
+    private var closeReported = false
 
     init(link: L2CAPLink, psm: UInt16, localCID: UInt16, remoteCID: UInt16, local: CreditBasedChannelParameters,
          remoteMTU: UInt16, remoteMPS: UInt16, remoteCredits: UInt16, isEnhanced: Bool) {

@@ -47,12 +47,12 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
     public let channelID: UInt16
     unowned let link: L2CAPLink
     /// Called on the link's loop with each SDU the peer sent.
-    @exclusivity(unchecked) public var onReceive: (([UInt8]) -> Void)?
+    @exclusivity(unchecked) public var onReceive: (([UInt8]) -> Void)?  // exclusivity checks: 0.28 % of notify
     /// Called when the link goes down.
-    @exclusivity(unchecked) public var onClose: (() -> Void)?
+    public var onClose: (() -> Void)?
     /// Called when the link's outbound queue drained after PDUs had to wait for controller
     /// buffers: a user refused by its own bound on `queuedPDUs` may send again.
-    @exclusivity(unchecked) public var onCanSendMore: (() -> Void)?
+    @exclusivity(unchecked) public var onCanSendMore: (() -> Void)?  // exclusivity checks: 0.1 % of channel
 
     init(channelID: UInt16, link: L2CAPLink) {
         self.channelID = channelID
@@ -118,41 +118,41 @@ public final class L2CAPLink: @unchecked Sendable {
     /// side-table work each time. No cycle: the layer below (the HCI driver) keeps no reference
     /// to its links; the host owns both, and the driver merely lives as long as its last link.
     let lower: L2CAPLowerLayer
-    @exclusivity(unchecked) public weak var delegate: L2CAPLinkDelegate?
-    @exclusivity(unchecked) public var securityLevel: LESecurityLevel = .noSecurity
+    public weak var delegate: L2CAPLinkDelegate?
+    @exclusivity(unchecked) public var securityLevel: LESecurityLevel = .noSecurity  // exclusivity checks: 0.06 % of pair
     /// `corebluetooth.l2cap`, tagged with the link (`connection`, `role`, and `peer` when the
     /// host knows it): what the link drops or rejects. Made when first used, never per PDU.
     public var logger: Logger {
         get { lazyLogger.logger }
         set { lazyLogger.logger = newValue }
     }
-    @exclusivity(unchecked) private var lazyLogger: LazyLogger
+    private var lazyLogger: LazyLogger
     /// What the link's loggers share (its layers above take theirs from it too).
     public let logContext: LinkLogContext
 
     /// The Attribute Protocol's channel.
-    @exclusivity(unchecked) public private(set) var att: L2CAPFixedChannel!
+    @exclusivity(unchecked) public private(set) var att: L2CAPFixedChannel!  // exclusivity checks: 0.28 % of notify
     /// The Security Manager's channel. Until SMP takes it over (by setting `onReceive`), pairing
     /// requests are answered with Pairing Failed "Pairing Not Supported".
-    @exclusivity(unchecked) public private(set) var securityManager: L2CAPFixedChannel!
+    @exclusivity(unchecked) public private(set) var securityManager: L2CAPFixedChannel!  // exclusivity checks: 0.05 % of channel
     /// The LE signalling channel: the link's own (its handlers are the link's).
-    @exclusivity(unchecked) private var signalingStorage: L2CAPFixedChannel?
+    private var signalingStorage: L2CAPFixedChannel?
 
     /// Fixed channels a layer above registered besides ATT, LE signalling and SMP (kept in the
     /// properties above), in CID order. Empty, and so without storage, on most links: a table
     /// per link would cost memory fleets of thousands of links feel.
-    @exclusivity(unchecked) private var otherChannels: [L2CAPFixedChannel] = []
+    @exclusivity(unchecked) private var otherChannels: [L2CAPFixedChannel] = []  // exclusivity checks: 0.05 % of channel
     /// CIDs below this are fixed channels on LE-U (§2.1, Table 2.3); 0x0040 starts the dynamic range.
     public static let fixedChannelLimit: UInt16 = 0x0040
 
     /// The LE signalling MTU this side accepts (Vol 3 Part A §4: at least 23).
     public static let signalingMTU = 23
     /// How long a signalling request waits for its response (RTX, 1–60 s).
-    @exclusivity(unchecked) public var requestTimeout: Duration = .seconds(30)
+    public var requestTimeout: Duration = .seconds(30)
 
-    @exclusivity(unchecked) private var nextIdentifier: UInt8 = 1
-    @exclusivity(unchecked) private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
-    @exclusivity(unchecked) public private(set) var isOpen = true
+    private var nextIdentifier: UInt8 = 1
+    private var pending: [UInt8: (timer: TimerHandle, completion: (Result<SignalingCommand, L2CAPError>) -> Void)] = [:]
+    @exclusivity(unchecked) public private(set) var isOpen = true  // exclusivity checks: 0.6 % of notify
 
     /// `peer` (described in the logs' `peer` only when a logger is made) and `logging` tag and
     /// make the link's loggers.
@@ -225,19 +225,19 @@ public final class L2CAPLink: @unchecked Sendable {
     /// Decides incoming credit-based connection requests (both the LE one, 0x14, and the
     /// enhanced one, 0x17) for an SPSM. Nil: every SPSM is refused with `spsmNotSupported`.
     /// The closure may look at `securityLevel` and refuse with an authentication result.
-    @exclusivity(unchecked) public var creditBasedServer: ((_ psm: UInt16) -> CreditBasedChannelDecision)?
+    public var creditBasedServer: ((_ psm: UInt16) -> CreditBasedChannelDecision)?
 
     /// Credit-based channels with a CID of ours, open or waiting for their Disconnection
     /// Response (the CID stays taken until then), in local CID order. A plain array: links
     /// have few such channels, and most links none (no storage then).
-    @exclusivity(unchecked) var dynamicChannels: [L2CAPCreditChannel] = []
+    @exclusivity(unchecked) var dynamicChannels: [L2CAPCreditChannel] = []  // exclusivity checks: 0.19 % of channel
     /// CIDs taken by our connection requests still waiting for their response.
-    @exclusivity(unchecked) var reservedCIDs: [UInt16] = []
+    var reservedCIDs: [UInt16] = []
     /// Where the round robin between channels continues (an index into `dynamicChannels`).
-    @exclusivity(unchecked) var nextChannelToServe = 0
+    var nextChannelToServe = 0
     /// Re-entrancy guard of `serveCreditChannels` (a channel's callback may send again).
-    @exclusivity(unchecked) var isServingChannels = false
-    @exclusivity(unchecked) var serveAgain = false
+    var isServingChannels = false
+    var serveAgain = false
 
     func send(_ frame: BasicFrame) -> Bool { send(framed: frame.encode()) }
 

@@ -43,16 +43,16 @@ public final class RoleChannel: @unchecked Sendable {
     public let peer: LEAddress
     /// Who hears of it; held strongly until the channel closes (the API side's streams live
     /// as long as the app holds them, and the channel must reach them until then).
-    @exclusivity(unchecked) public var events: RoleChannelEvents? {
+    public var events: RoleChannelEvents? {
         didSet { flushEarlyEvents() }
     }
     private let channel: any RoleChannelTransport
     /// Bytes the API side wrote that L2CAP has not taken yet.
-    @exclusivity(unchecked) private var outbound: [UInt8] = []
-    @exclusivity(unchecked) private var outboundStart = 0
+    private var outbound: [UInt8] = []
+    private var outboundStart = 0
     /// What arrived before the API side listened (it hears of the channel after it opened).
-    @exclusivity(unchecked) private var early: [Early] = []
-    @exclusivity(unchecked) public private(set) var isOpen = true
+    private var early: [Early] = []
+    public private(set) var isOpen = true
 
     private enum Early {
         case received([UInt8])

@@ -20,7 +20,7 @@ public final class SecurityManager: @unchecked Sendable {
     public let configuration: SMPConfiguration
     public let agent: PairingAgent
     public let loop: EventLoop
-    @exclusivity(unchecked) public weak var delegate: SecurityManagerDelegate?
+    public weak var delegate: SecurityManagerDelegate?
     /// `corebluetooth.smp`, tagged with the link by the host: the protocol's progress and
     /// outcome. Never a key (LTK, IRK, CSRK, DHKey), a confirm or random value, or a passkey:
     /// only facts such as the method and whether the peer bonded.
@@ -30,24 +30,24 @@ public final class SecurityManager: @unchecked Sendable {
     }
     /// Where `logger` comes from, made when first used: the standard one unless the owner sets
     /// its link's (``LazyLogger/init(_:link:)``).
-    @exclusivity(unchecked) public var logSource = LazyLogger(standard: .smp)
+    public var logSource = LazyLogger(standard: .smp)
     /// Whether this device holds out-of-band data from the peer: the OOB data flag of our
     /// Pairing Request/Response. When OOB is then chosen, the agent is asked `.outOfBandData`.
     /// Set before pairing.
-    @exclusivity(unchecked) public var hasPeerOutOfBandData = false
+    public var hasPeerOutOfBandData = false
     /// LE Secure Connections OOB: the data this device handed the peer out of band. A pairing in
     /// which the peer says it has our OOB data uses this key pair and random value, then clears
     /// it (single use). Set before pairing.
-    @exclusivity(unchecked) public var localOutOfBandData: SMPLocalOOBData?
+    public var localOutOfBandData: SMPLocalOOBData?
 
     private let sendSDU: ([UInt8]) -> Void
-    @exclusivity(unchecked) private var session: PairingSession?
-    @exclusivity(unchecked) private var link = LinkState.open
-    @exclusivity(unchecked) private var timer: TimerHandle?
+    private var session: PairingSession?
+    private var link = LinkState.open
+    private var timer: TimerHandle?
     /// Tags pairings and prompts, so that a stale agent reply is recognised and ignored.
-    @exclusivity(unchecked) private var serial = 0
+    private var serial = 0
     /// Moves on with every timer restart and stop: only the last armed timer may fire.
-    @exclusivity(unchecked) private var timerTag = 0
+    private var timerTag = 0
 
     private enum LinkState {
         case open

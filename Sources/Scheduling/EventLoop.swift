@@ -3,7 +3,7 @@ import Foundation
 /// A cancellable timer scheduled on an `EventLoop`.
 public final class TimerHandle: @unchecked Sendable {
     fileprivate let loop: EventLoop
-    @exclusivity(unchecked) fileprivate var work: (@Sendable () -> Void)?
+    fileprivate var work: (@Sendable () -> Void)?
 
     fileprivate init(loop: EventLoop, work: @escaping @Sendable () -> Void) {
         self.loop = loop
@@ -43,28 +43,28 @@ public final class EventLoop: @unchecked Sendable {
 
     // Work posted from other threads, guarded by `condition`.
     private let condition = NSCondition()
-    @exclusivity(unchecked) private var inbox: [Job] = []
-    @exclusivity(unchecked) private var stopRequested = false
-    @exclusivity(unchecked) private var thread: Thread?
-    @exclusivity(unchecked) private var clockHolds = 0
-    @exclusivity(unchecked) private var sharedNow = LoopInstant.zero
+    @exclusivity(unchecked) private var inbox: [Job] = []  // exclusivity checks: 1.8 % of notify
+    private var stopRequested = false
+    private var thread: Thread?
+    private var clockHolds = 0
+    private var sharedNow = LoopInstant.zero
 
     // Loop-confined state.
-    @exclusivity(unchecked) private var ready = RingBuffer<Job>()
+    @exclusivity(unchecked) private var ready = RingBuffer<Job>()  // exclusivity checks: 0.9 % of notify
     /// An emptied array swapped with `inbox` when the loop takes its posted work.
-    @exclusivity(unchecked) private var drained: [Job] = []
-    @exclusivity(unchecked) private var burstEnd: [() -> Void] = []
-    @exclusivity(unchecked) private var spareBurstEnd: [() -> Void] = []
+    @exclusivity(unchecked) private var drained: [Job] = []  // exclusivity checks: 0.05 % of adv
+    @exclusivity(unchecked) private var burstEnd: [() -> Void] = []  // exclusivity checks: 0.1 % of adv
+    @exclusivity(unchecked) private var spareBurstEnd: [() -> Void] = []  // exclusivity checks: 0.1 % of adv
     /// Jobs run in a burst before the work asked for its end runs anyway. Each burst end may
     /// hand callbacks to another thread (a wake-up, costly on these VMs): 1024 rather than 64
     /// roughly halves the wake-ups of a sustained notification stream again after 256 did, and
     /// delays a callback by at most 1024 jobs of loop work (about a millisecond); a loop that
     /// runs out of work ends its burst at once, so a lone callback is never held back.
     static let burstLength = 1024
-    @exclusivity(unchecked) private var timers = TimerHeap()
-    @exclusivity(unchecked) private var sequence: UInt64 = 0
-    @exclusivity(unchecked) private var wallBase = ContinuousClock.now
-    @exclusivity(unchecked) private var virtualBase = LoopInstant.zero
+    @exclusivity(unchecked) private var timers = TimerHeap()  // exclusivity checks: 0.17 % of adv
+    @exclusivity(unchecked) private var sequence: UInt64 = 0  // exclusivity checks: 0.17 % of adv
+    private var wallBase = ContinuousClock.now
+    private var virtualBase = LoopInstant.zero
     /// The loop's current time. Read it on the loop. A threaded loop publishes each change
     /// for `currentTime` (`advanceThreadedClock(to:)`, or with the jump in `jumpClock(to:)`).
     public private(set) var now = LoopInstant.zero

@@ -49,26 +49,26 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     public let radio: any RadioMedium
     public let configuration: Configuration
     public let publicAddress: BluetoothAddress
-    @exclusivity(unchecked) public private(set) var radioID: RadioDeviceID = 0
+    @exclusivity(unchecked) public private(set) var radioID: RadioDeviceID = 0  // exclusivity checks: 0.08 % of adv
     var loop: EventLoop { radio.loop }
 
     // Host side.
-    @exclusivity(unchecked) var host: HCITransport?
+    @exclusivity(unchecked) var host: HCITransport?  // exclusivity checks: 0.3 % of notify
     /// `corebluetooth.controller`: what the controller refuses or drops (malformed commands,
     /// host transport trouble, MIC failures).
-    @exclusivity(unchecked) public var logger = StackLogging.standard.logger(.controller)
+    public var logger = StackLogging.standard.logger(.controller)
 
     // Controller state; reset by HCI_Reset.
-    @exclusivity(unchecked) var eventMask: UInt64 = 0
-    @exclusivity(unchecked) var eventMaskPage2: UInt64 = 0
-    @exclusivity(unchecked) var leEventMask: UInt64 = 0
-    @exclusivity(unchecked) var randomAddress: BluetoothAddress?
-    @exclusivity(unchecked) var advertising = AdvertisingState()
-    @exclusivity(unchecked) var scanning = ScanningState() { didSet { noteListening() } }
-    @exclusivity(unchecked) var initiating: LECreateConnection? { didSet { noteListening() } }
+    @exclusivity(unchecked) var eventMask: UInt64 = 0  // exclusivity checks: 0.08 % of adv
+    var eventMaskPage2: UInt64 = 0
+    @exclusivity(unchecked) var leEventMask: UInt64 = 0  // exclusivity checks: 0.08 % of adv
+    var randomAddress: BluetoothAddress?
+    var advertising = AdvertisingState()
+    @exclusivity(unchecked) var scanning = ScanningState() { didSet { noteListening() } }  // exclusivity checks: 0.16 % of adv
+    var initiating: LECreateConnection? { didSet { noteListening() } }
     /// `listensForAdvertising` and `advertiserOfInterest` as the radio last heard them (the
     /// radio keeps lists of listeners).
-    @exclusivity(unchecked) private var announcedListening = Listening(listens: false, advertiser: nil)
+    private var announcedListening = Listening(listens: false, advertiser: nil)
 
     struct Listening: Equatable {
         let listens: Bool
@@ -76,25 +76,25 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     }
 
     private var listening: Listening { Listening(listens: listensForAdvertising, advertiser: advertiserOfInterest) }
-    @exclusivity(unchecked) var filterAcceptList: [LEAddress] = []
-    @exclusivity(unchecked) var resolvingList: [ResolvingListEntry] = []
-    @exclusivity(unchecked) var addressResolutionEnabled = false
-    @exclusivity(unchecked) var rpaTimeoutSeconds: UInt16 = 900
+    var filterAcceptList: [LEAddress] = []
+    var resolvingList: [ResolvingListEntry] = []
+    var addressResolutionEnabled = false
+    var rpaTimeoutSeconds: UInt16 = 900
     /// Renews the resolvable private addresses every RPA timeout while resolution is enabled.
-    @exclusivity(unchecked) var rpaTimer: TimerHandle?
-    @exclusivity(unchecked) var suggestedMaxTxOctets: UInt16 = 27
-    @exclusivity(unchecked) var suggestedMaxTxTime: UInt16 = 328
-    @exclusivity(unchecked) var defaultAllPhys: UInt8 = 0
-    @exclusivity(unchecked) var defaultTxPhys: UInt8 = 0b111
-    @exclusivity(unchecked) var defaultRxPhys: UInt8 = 0b111
-    @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, Connection>()
-    @exclusivity(unchecked) var handlesByAccessAddress = IntegerKeyMap<UInt32, ConnectionHandle>()
-    @exclusivity(unchecked) var nextHandle: ConnectionHandle = 0x0040
-    @exclusivity(unchecked) var freeACLBuffers: Int
-    @exclusivity(unchecked) var completedPackets = IntegerKeyMap<ConnectionHandle, UInt16>()
-    @exclusivity(unchecked) var completedFlushScheduled = false
+    var rpaTimer: TimerHandle?
+    var suggestedMaxTxOctets: UInt16 = 27
+    var suggestedMaxTxTime: UInt16 = 328
+    var defaultAllPhys: UInt8 = 0
+    var defaultTxPhys: UInt8 = 0b111
+    var defaultRxPhys: UInt8 = 0b111
+    @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, Connection>()  // exclusivity checks: 0.8 % of notify
+    @exclusivity(unchecked) var handlesByAccessAddress = IntegerKeyMap<UInt32, ConnectionHandle>()  // exclusivity checks: 0.28 % of notify
+    var nextHandle: ConnectionHandle = 0x0040
+    @exclusivity(unchecked) var freeACLBuffers: Int  // exclusivity checks: 0.3 % of notify
+    @exclusivity(unchecked) var completedPackets = IntegerKeyMap<ConnectionHandle, UInt16>()  // exclusivity checks: 0.3 % of notify
+    @exclusivity(unchecked) var completedFlushScheduled = false  // exclusivity checks: 0.3 % of notify
     /// Extended advertising sets, scanning and initiating (VirtualController+Extended*.swift).
-    @exclusivity(unchecked) var extended = ExtendedAdvertisingState()
+    @exclusivity(unchecked) var extended = ExtendedAdvertisingState()  // exclusivity checks: 0.5 % of adv
 
     /// Creates a controller on `radio` with the given public address. Call `powerOn` (or let
     /// `makeHostTransport` do it) to attach it to the radio.
@@ -114,7 +114,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
         }
     }
 
-    @exclusivity(unchecked) var radioIDPending: RadioPosition?
+    var radioIDPending: RadioPosition?
 
     /// Attaches to the radio if `init` could not (it was not on the loop). Idempotent.
     func ensureAttached() {

@@ -48,15 +48,15 @@ extension RadioDevice {
 /// deterministic. What crosses between devices is link-layer PDUs with real encodings.
 public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     public let loop: EventLoop
-    @exclusivity(unchecked) public var airTime: AirTimeMode
-    @exclusivity(unchecked) public var pathLoss: PathLossModel
-    @exclusivity(unchecked) var random: SeededGenerator
+    @exclusivity(unchecked) public var airTime: AirTimeMode  // exclusivity checks: 0.8 % of notify
+    @exclusivity(unchecked) public var pathLoss: PathLossModel  // exclusivity checks: 0.28 % of notify
+    @exclusivity(unchecked) var random: SeededGenerator  // exclusivity checks: 0.05 % of adv
 
     /// The weak reference to a device, boxed: an `Entry` is copied out of `devices` on every
     /// transmission (twice for the RSSI), and copying a weak reference costs side-table work
     /// that copying a strong one does not.
     final class WeakDevice {
-        @exclusivity(unchecked) weak var device: RadioDevice?
+        weak var device: RadioDevice?
         init(_ device: RadioDevice) { self.device = device }
     }
 
@@ -72,31 +72,31 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         var advertiserOfInterest: UInt64?
     }
 
-    @exclusivity(unchecked) private var devices = IntegerKeyMap<RadioDeviceID, Entry>()
+    @exclusivity(unchecked) private var devices = IntegerKeyMap<RadioDeviceID, Entry>()  // exclusivity checks: 0.55 % of notify
     /// Device identifiers in attachment order. Dictionaries iterate in an order that differs
     /// between instances, so everything that visits several devices or links goes in this
     /// order (or sorted) to keep a seeded run the same every time.
-    @exclusivity(unchecked) private var deviceOrder: [RadioDeviceID] = []
+    private var deviceOrder: [RadioDeviceID] = []
     /// The devices that listen for broadcast advertising PDUs (`RadioDevice.listensForAdvertising`
     /// when they attached or last called `listeningChanged`), in attachment order: identifiers
     /// grow with attachment, so this is `deviceOrder`'s listening subset, kept sorted. A
     /// broadcast visits these only (a scanner among a thousand advertisers: one, not a thousand).
-    @exclusivity(unchecked) private var listeners: [RadioDeviceID] = []
+    private var listeners: [RadioDeviceID] = []
     /// The listeners without an advertiser of interest (`RadioDevice.advertiserOfInterest`):
     /// those that hear every legacy advertising PDU. Sorted like `listeners`.
-    @exclusivity(unchecked) private var allAdvertiserListeners: [RadioDeviceID] = []
+    @exclusivity(unchecked) private var allAdvertiserListeners: [RadioDeviceID] = []  // exclusivity checks: 0.06 % of conn
     /// The other listeners, by the address (`BluetoothAddress.value`) they listen for, sorted.
-    @exclusivity(unchecked) private var listenersByAdvertiser: [UInt64: [RadioDeviceID]] = [:]
-    @exclusivity(unchecked) private var nextID: RadioDeviceID = 1
+    @exclusivity(unchecked) private var listenersByAdvertiser: [UInt64: [RadioDeviceID]] = [:]  // exclusivity checks: 0.06 % of conn
+    private var nextID: RadioDeviceID = 1
     /// Connections by access address: the two devices in them and whether they can hear each other.
-    @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)>()
+    @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)>()  // exclusivity checks: 0.55 % of notify
     /// Statistics, for tests and benchmarks.
-    @exclusivity(unchecked) public private(set) var advertisingPDUsSent = 0
-    @exclusivity(unchecked) public private(set) var dataPDUsSent = 0
+    @exclusivity(unchecked) public private(set) var advertisingPDUsSent = 0  // exclusivity checks: 0.11 % of adv
+    @exclusivity(unchecked) public private(set) var dataPDUsSent = 0  // exclusivity checks: 0.28 % of notify
     /// Tests (fault injection): hears every data-channel PDU the radio carries, on the loop, as
     /// it goes on the air (before it is delivered), with its access address and sender. Nil in
     /// normal use: one load and test per data PDU.
-    @exclusivity(unchecked) public var dataPDUObserver: ((DataPDU, UInt32, RadioDeviceID) -> Void)?
+    @exclusivity(unchecked) public var dataPDUObserver: ((DataPDU, UInt32, RadioDeviceID) -> Void)?  // exclusivity checks: 0.28 % of notify
 
     public init(loop: EventLoop = EventLoop(name: "radio"), airTime: AirTimeMode = .instant,
                 pathLoss: PathLossModel = PathLossModel(), seed: UInt64 = 1) {
@@ -344,7 +344,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     }
 
     /// Data PDUs sent with no air time, oldest first; each has its own job on the loop (loop-confined).
-    @exclusivity(unchecked) private var instantData = RingBuffer<InstantData>()
+    @exclusivity(unchecked) private var instantData = RingBuffer<InstantData>()  // exclusivity checks: 0.6 % of notify
 
     private func deliverInstantData() {
         guard let next = instantData.popFirst() else { return }

@@ -19,7 +19,7 @@ import Scheduling
 /// Loop-confined (called on the device's loop, by the service or the manager's loop jobs),
 /// except `outstanding` (behind its lock), which `respond(to:withResult:)` uses on any thread.
 final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
-    @exclusivity(unchecked) weak var manager: CBPeripheralManager?
+    weak var manager: CBPeripheralManager?
 
     /// Requests handed to the delegate and not answered yet (their ids).
     let outstanding = Locked(Set<Int>())
@@ -27,7 +27,7 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
     /// Connected centrals by id. Each one's `CBCentral`, and with it its identifier (an entry
     /// of the manager's identifier store), is made when the app first meets it (a request, a
     /// subscription, a channel): most links of a fleet never do, and each costs ~400 bytes.
-    @exclusivity(unchecked) private var centrals: [Int: ConnectedCentral] = [:]
+    @exclusivity(unchecked) private var centrals: [Int: ConnectedCentral] = [:]  // exclusivity checks: 0.14 % of pair
 
     private enum ConnectedCentral {
         case connected(peer: LEAddress, mtu: Int)
@@ -49,13 +49,13 @@ final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
         }
     }
 
-    @exclusivity(unchecked) private var nextKey = 0
-    @exclusivity(unchecked) private var keysByService: [ObjectIdentifier: Int] = [:]
-    @exclusivity(unchecked) private var published: [Int: PublishedService] = [:]
+    private var nextKey = 0
+    private var keysByService: [ObjectIdentifier: Int] = [:]
+    @exclusivity(unchecked) private var published: [Int: PublishedService] = [:]  // exclusivity checks: 0.1 % of pair
     /// Services handed to the role service, waiting for its `didPublish`.
-    @exclusivity(unchecked) private var publishing: [Int: ServiceBlueprint] = [:]
-    @exclusivity(unchecked) private var characteristicsByHandle: [ATTHandle: CBMutableCharacteristic] = [:]
-    @exclusivity(unchecked) private var handlesByCharacteristic = IntegerKeyMap<ObjectIdentifier, ATTHandle>()
+    private var publishing: [Int: ServiceBlueprint] = [:]
+    private var characteristicsByHandle: [ATTHandle: CBMutableCharacteristic] = [:]
+    @exclusivity(unchecked) private var handlesByCharacteristic = IntegerKeyMap<ObjectIdentifier, ATTHandle>()  // exclusivity checks: 0.1 % of pair
 
     struct PublishedService {
         let service: CBMutableService
