@@ -59,11 +59,11 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// Let go (``letGo(_:)``, back to `peripheralObjects`) as the app connects one, so that
     /// releasing a connecting or connected object still cancels its connection; a
     /// disconnected one started nothing to cancel.
-    @exclusivity(unchecked) private var keptPeripherals = IntegerKeyMap<PeripheralKey, CBPeripheral>()  // exclusivity checks: one a report, like peripheralObjects (0.08 % of adv); added with adv2 after the measurement
+    @exclusivity(unchecked) private var keptPeripherals = IntegerKeyMap<PeripheralKey, CBPeripheral>()  // exclusivity checks: as peripheralObjects
     /// The kept objects by normalized address (guarded likewise), so that a device seen for the
     /// first time finds one without a walk (``livePeripheral(at:)``). An entry whose object
     /// moved since is checked against the object and ignored.
-    @exclusivity(unchecked) private var keptAddresses = IntegerKeyMap<AddressKey, PeripheralKey>()  // exclusivity checks: one a report, like peripheralObjects (0.08 % of adv); added with adv2 after the measurement
+    @exclusivity(unchecked) private var keptAddresses = IntegerKeyMap<AddressKey, PeripheralKey>()  // exclusivity checks: as peripheralObjects
     /// Discovered objects kept at most; past it the manager lets all of them go (those the app
     /// holds stay in `peripheralObjects`) and starts again: a scan among rotating private
     /// addresses sees new devices without end.
