@@ -193,14 +193,16 @@ struct RecordCommand: ParsableCommand {
         }
     }
 
-    /// The sighting once its scan response came (a scannable device answers within a scan
-    /// interval or two), or as it is after a second.
+    /// The sighting once its scan response came, or as it is after 3 s. A scan started again
+    /// hears the scan response with the device's next advertisement (the stack does not report
+    /// a scan response whose advertisement this scan has not heard), so the wait covers two
+    /// advertising intervals of a common 1 s (Bumble's default) and their jitter.
     private func scanResponse(for sighting: Sighting, session: CentralSession) -> Sighting {
         guard sighting.advertisementData[CBAdvertisementDataLinuxScanResponseDataKey] == nil else { return sighting }
         let id = sighting.peripheral.identifier
         let latest: @Sendable () -> Sighting? = { session.sightings.first { $0.peripheral.identifier == id } }
         session.scan(services: nil, duplicates: true)
-        ToolContext.current.wait(seconds: 1) { latest()?.hasScanResponse == true }
+        ToolContext.current.wait(seconds: 3) { latest()?.hasScanResponse == true }
         session.stopScan()
         return latest() ?? sighting
     }
