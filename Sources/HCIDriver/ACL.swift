@@ -34,9 +34,7 @@ extension HCIDriver {
         // would send it, without the queue (whose storage the link would keep) or the send order
         // walk. Free buffers with packets waiting cannot be: the pump runs until one runs out.
         if pdu.count <= fragmentSize, aclCredits > 0, sendOrder.isEmpty, connection.fragments.isEmpty {
-            aclCredits -= 1
-            if connection.inFlight == 0 { connection.waitingSince = loop.now }
-            connection.inFlight += 1
+            takeBuffer(for: connection)
             transport.send(.acl(ACLDataPacket(handle: handle, boundary: .firstNonFlushable, data: pdu)))
             return true
         }
@@ -76,9 +74,7 @@ extension HCIDriver {
         while aclCredits > 0, !sendOrder.isEmpty {
             let handle = sendOrder.removeFirst()
             guard let connection = connections[handle], let next = connection.fragments.popFirst() else { continue }
-            aclCredits -= 1
-            if connection.inFlight == 0 { connection.waitingSince = loop.now }
-            connection.inFlight += 1
+            takeBuffer(for: connection)
             if next.endsPDU { connection.queuedPDUs -= 1 }
             if connection.fragments.isEmpty {
                 if connection.waitedForCredits {
@@ -97,6 +93,14 @@ extension HCIDriver {
         for handle in drained where connections[handle]?.fragments.isEmpty == true {
             delegate?.driverCanSendMore(handle: handle)
         }
+    }
+
+    /// One controller buffer goes to a packet of `connection`: the completion watchdog's clock
+    /// starts with the first packet in flight.
+    private func takeBuffer(for connection: OutboundConnection) {
+        aclCredits -= 1
+        if connection.inFlight == 0 { connection.waitingSince = loop.now }
+        connection.inFlight += 1
     }
 
     /// Packets are queued and the controller has no buffer free: what the completion watchdog
