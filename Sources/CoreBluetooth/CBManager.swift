@@ -75,9 +75,9 @@ open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
     private static let idleLoop = EventLoop(name: "CoreBluetooth idle", pacing: .manual)
 
     init(queue: DispatchQueue?, options: [String: Any]?) {
-        // One snapshot of the environment for both choices: building the dictionary walks every
-        // variable (~340,000 instructions with 40 of them), and this built it twice per manager.
-        let environment = ProcessInfo.processInfo.environment
+        // The variables both choices read, one by one (ProcessEnvironment says why).
+        let environment = ProcessEnvironment.values(of: [TransportSpec.environmentVariable, Snoop.environmentVariable,
+                                                          DaemonSocketPath.runtimeDirectoryVariable])
         // The suites' daemon mode: a daemon of the manager's own on its radio.
         var made: DaemonTestDevice?
         let daemon: Result<DaemonSessionHost, DeviceError>?

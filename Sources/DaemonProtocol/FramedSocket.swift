@@ -6,20 +6,22 @@ import Scheduling
 /// (docs/daemon.md, "Sockets").
 public enum DaemonSocketPath {
     public static let fileName = "corebluetoothd.sock"
+    /// The variable naming a user's runtime directory, where a user's daemon listens.
+    public static let runtimeDirectoryVariable = "XDG_RUNTIME_DIR"
 
     /// `/run/corebluetoothd.sock` for root, else `$XDG_RUNTIME_DIR/corebluetoothd.sock`; nil when
     /// a user's session has no runtime directory.
     public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment,
                                    uid: UInt32 = getuid()) -> String? {
         if uid == 0 { return "/run/\(fileName)" }
-        guard let directory = environment["XDG_RUNTIME_DIR"], !directory.isEmpty else { return nil }
+        guard let directory = environment[runtimeDirectoryVariable], !directory.isEmpty else { return nil }
         return directory.hasSuffix("/") ? directory + fileName : "\(directory)/\(fileName)"
     }
 
     /// Where `CB_TRANSPORT=daemon` looks: the user's socket, then the system's.
     public static func clientCandidates(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
         var paths: [String] = []
-        if let directory = environment["XDG_RUNTIME_DIR"], !directory.isEmpty {
+        if let directory = environment[runtimeDirectoryVariable], !directory.isEmpty {
             paths.append(directory.hasSuffix("/") ? directory + fileName : "\(directory)/\(fileName)")
         }
         paths.append("/run/\(fileName)")

@@ -215,7 +215,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     /// an external controller answers from its LE feature bits once a manager of this process
     /// powered it on, and false before (use ``linuxSupports(_:transport:)`` for another one).
     open class func supports(_ features: Feature) -> Bool {
-        let transport = ProcessInfo.processInfo.environment["CB_TRANSPORT"].flatMap { $0.isEmpty ? nil : $0 } ?? "virtual"
+        let transport = ProcessEnvironment.value(of: "CB_TRANSPORT").flatMap { $0.isEmpty ? nil : $0 } ?? "virtual"
         return linuxSupports(features, transport: transport)
     }
 
