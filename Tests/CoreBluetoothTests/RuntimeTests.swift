@@ -45,6 +45,14 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
         #expect(central.state == .unsupported)
     }
 
+    @Test func aManagerReadsTheVariablesItNeedsAsTheEnvironmentHasThem() {
+        let environment = ProcessInfo.processInfo.environment
+        let names = ["PATH", "HOME", "CB_SURELY_NEVER_SET_\(UInt32.random(in: 0...UInt32.max))"]
+        #expect(ProcessEnvironment.values(of: names) == environment.filter { names.contains($0.key) })
+        #expect(ProcessEnvironment.value(of: "PATH") == environment["PATH"])
+        #expect(ProcessEnvironment.value(of: names[2]) == nil)
+    }
+
     @Test func runForLetsVirtualTimePass() {
         let radio = CBVirtualRadio(clock: .virtual)
         let start = radio.now
