@@ -49,6 +49,14 @@ func measureBoth(_ body: () -> Void) -> (cpu: Double, wall: Double) {
     return (cpuSeconds() - cpu0, Double(wallNanoseconds() - wall0) / 1e9)
 }
 
+/// Voluntary context switches of the whole process so far (a thread that blocked: each is
+/// followed by a wake-up).
+func voluntaryContextSwitches() -> Int {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return usage.ru_nvcsw
+}
+
 /// Resident memory of this process, in KiB.
 func residentKiB() -> Double {
     guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
@@ -339,16 +347,20 @@ func apiWriteWithoutResponse(_ pair: BenchPair, count: Int) -> [Figure] {
 /// time, wall-clock round trips.
 func apiReadRoundTrip(_ pair: BenchPair, count: Int) -> [Figure] {
     let central = pair.central
+    let sleepsBefore = voluntaryContextSwitches()
     central.startReading(count: count)
     guard pair.radio.run(until: { central.readsDone.value >= count }, timeout: .seconds(3600)) else {
         fatalError("reads: \(central.readsDone.value)/\(count)")
     }
+    let sleeps = Double(voluntaryContextSwitches() - sleepsBefore) / Double(count)
     let rtts = central.takeRoundTrips().sorted()
     let median = Double(rtts[rtts.count / 2]) / 1000
     let p99 = Double(rtts[min(rtts.count - 1, rtts.count * 99 / 100)]) / 1000
     return [
         Figure(name: "read_rtt_median_us", value: median, unit: "µs", note: "readValue → didReceiveRead → respond → didUpdateValueFor, wall clock"),
         Figure(name: "read_rtt_p99_us", value: p99, unit: "µs", note: "the same, 99th percentile of \(count)"),
+        Figure(name: "read_rtt_thread_sleeps", value: sleeps, unit: "per read",
+               note: "voluntary context switches of the whole process per round trip (each a thread that slept and had to be woken)"),
     ]
 }
 
