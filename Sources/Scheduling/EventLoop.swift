@@ -48,6 +48,16 @@ public final class EventLoop: @unchecked Sendable {
     private var thread: Thread?
     private var clockHolds = 0
     private var sharedNow = LoopInstant.zero
+    /// Where the loop's thread sleeps, if it does (unpaced loops; guarded by `condition`).
+    private var parked = Parked.no
+    /// Whether another thread is running the loop's work while its thread sleeps
+    /// (`handingOffInline(_:)`; guarded by `condition`).
+    private var lent = false
+    /// Set by a thread that ran the loop's work when the sleeping thread must look at the
+    /// loop's state again (guarded by `condition`).
+    private var lookAgain = false
+
+    private enum Parked { case no, idle, clock }
 
     // Loop-confined state.
     @exclusivity(unchecked) private var ready = RingBuffer<Job>()  // exclusivity checks: 0.9 % of notify
@@ -74,6 +84,18 @@ public final class EventLoop: @unchecked Sendable {
         pthread_key_create(&key, nil)
         return key
     }()
+
+    /// The loop whose wake-ups the calling thread holds back (`handingOffInline(_:)`).
+    private static let handOffKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// How long a sleeping unpaced loop thread waits for work held back by
+    /// `handingOffInline(_:)` before it looks anyway: the bound on a callback that blocks
+    /// until the loop has run the work it posted (a semaphore on the loop's answer).
+    static let handOffSafetyWait: TimeInterval = 0.01
 
     public init(name: String = "loop", pacing: Pacing = .manual) {
         self.name = name
@@ -109,10 +131,103 @@ public final class EventLoop: @unchecked Sendable {
             ready.append(Job(run: work))
             return
         }
+        let holdingWakes = pacing == .unpaced && pthread_getspecific(Self.handOffKey) == selfPointer
         condition.lock()
         inbox.append(Job(run: work))
-        condition.signal()
+        if !holdingWakes { condition.signal() }
         condition.unlock()
+    }
+
+    private var selfPointer: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Whether the loop's thread sleeps (tests).
+    var threadSleeps: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return parked != .no
+    }
+
+    /// Runs `body` (a delegate callback on its queue, which holds this loop's clock) so that
+    /// the work it posts here does not wake the loop's thread at once; when `body` returns, the
+    /// calling thread runs that work itself if the loop's thread is asleep, or wakes it.
+    ///
+    /// A request made from a callback (a read, `respond`) would otherwise wake the sleeping
+    /// loop thread, which runs a few jobs, hands a callback to the other side's queue and sleeps
+    /// again: one thread wake-up (tens of µs on a VM whose idle core halts) per hop of a round
+    /// trip. Running the jobs here instead leaves one hand-off per hop, to the delegate queue.
+    /// Only unpaced loops (a virtual clock) do this; other pacings wake the thread as usual.
+    /// The thread running the work counts as the loop's (`inLoop`), and it runs at most one
+    /// burst of it (`burstLength` jobs) before it wakes the loop's thread for the rest. It
+    /// never moves the clock; timers already due fire, as on the loop's thread.
+    ///
+    /// A `body` that blocks until the loop has run the work it posted gets it run within
+    /// `handOffSafetyWait` (the loop's thread looks on its own then).
+    public func handingOffInline(_ body: () -> Void) {
+        guard pacing == .unpaced else { return body() }
+        let previous = pthread_getspecific(Self.handOffKey)
+        pthread_setspecific(Self.handOffKey, selfPointer)
+        body()
+        pthread_setspecific(Self.handOffKey, previous)
+        if previous != selfPointer { runHeldBackWork() }
+    }
+
+    /// The end of `handingOffInline(_:)`: runs the posted work here while the loop's thread
+    /// sleeps, or wakes it.
+    private func runHeldBackWork() {
+        condition.lock()
+        if inbox.isEmpty {
+            condition.unlock()
+            return
+        }
+        guard parked != .no, !lent, !stopRequested, pthread_getspecific(Self.currentKey) == nil else {
+            condition.signal()
+            condition.unlock()
+            return
+        }
+        lent = true
+        let parkedWhere = parked
+        swap(&inbox, &drained)
+        condition.unlock()
+        let (unfinished, hasTimers) = enter { () -> (Bool, Bool) in
+            takeDrained()
+            let unfinished = runLentBurst()
+            timers.discardCancelledTop()
+            return (unfinished, timers.peekTime() != nil)
+        }
+        condition.lock()
+        lent = false
+        // The sleeping thread looks again when there is work left, when the clock was let go
+        // meanwhile (it may move time now), or when it slept with no timers and now has some.
+        let look = unfinished || stopRequested || !inbox.isEmpty
+            || (parkedWhere == .clock ? clockHolds == 0 : hasTimers)
+        if look {
+            lookAgain = true
+            condition.signal()
+        }
+        condition.unlock()
+    }
+
+    /// Runs ready work and timers already due, at most `burstLength` jobs, with the burst's
+    /// end; true when work is left for the loop's thread.
+    private func runLentBurst() -> Bool {
+        var budget = Self.burstLength
+        while true {
+            while budget > 0, let job = ready.popFirst() {
+                job.run()
+                budget -= 1
+            }
+            runBurstEnd()
+            drainInbox()
+            if !ready.isEmpty {
+                if budget > 0 { continue }
+                return true
+            }
+            timers.discardCancelledTop()
+            guard let next = timers.peekTime(), next <= now else { return false }
+            if budget == 0 { return true }
+            fireDueTimer()
+            budget -= 1
+        }
     }
 
     /// Runs `work` on the loop `delay` after the loop's current time. Thread-safe; the handle
@@ -301,6 +416,8 @@ public final class EventLoop: @unchecked Sendable {
         enter {
             while true {
                 condition.lock()
+                // Another thread may be running the loop's work (`handingOffInline`).
+                while lent { condition.wait() }
                 if stopRequested {
                     // Drop pending work: its closures often hold objects that hold this loop.
                     inbox.removeAll()
@@ -346,7 +463,7 @@ public final class EventLoop: @unchecked Sendable {
                     continue
                 }
                 condition.lock()
-                while inbox.isEmpty && !stopRequested { condition.wait() }
+                park(.idle) { inbox.isEmpty }
                 condition.unlock()
             }
         }
@@ -367,8 +484,24 @@ public final class EventLoop: @unchecked Sendable {
             sharedNow = next
             return true
         }
-        while clockHolds > 0 && inbox.isEmpty && !stopRequested { condition.wait() }
+        park(.clock) { clockHolds > 0 && inbox.isEmpty }
         return false
+    }
+
+    /// Sleeps (with `condition` locked) while `sleeping` holds, or while another thread runs the
+    /// loop's work, until stopped or told to look again. While the clock is held, a callback
+    /// may have held back a wake-up (`handingOffInline`): the sleep is then bounded.
+    private func park(_ place: Parked, while sleeping: () -> Bool) {
+        parked = place
+        while (lent || (sleeping() && !lookAgain)) && !stopRequested {
+            if clockHolds > 0 && !lent {
+                _ = condition.wait(until: Date(timeIntervalSinceNow: Self.handOffSafetyWait))
+            } else {
+                condition.wait()
+            }
+        }
+        parked = .no
+        lookAgain = false
     }
 
     /// Stops a threaded loop after the job it is running. Work posted afterwards never runs.

@@ -57,6 +57,70 @@ struct ThreadedEventLoopTests {
         #expect(log.entries == ["from another thread", "from the loop"])
     }
 
+    /// Polls (bounded, yielding) until the loop's thread sleeps: nothing signals that.
+    static func untilAsleep(_ loop: EventLoop) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(2)
+        while !loop.threadSleeps {
+            if ContinuousClock.now > deadline { return false }
+            sched_yield()
+        }
+        return true
+    }
+
+    /// A callback's request runs on the callback's thread once it returns, while the loop's
+    /// thread sleeps, whether it sleeps waiting for the clock (a timer pending) or for work.
+    @Test(arguments: [true, false])
+    func workPostedInAHandOffRunsOnTheCallingThreadWhileTheLoopSleeps(timerPending: Bool) {
+        let loop = EventLoop(name: "hand-off", pacing: .unpaced)
+        defer { loop.shutdown() }
+        loop.holdClock()   // as a delegate callback does
+        if timerPending { loop.schedule(after: .seconds(30)) {} }
+        #expect(Self.untilAsleep(loop))
+        let log = Log<String>()
+        let caller = pthread_self()
+        let timeBefore = loop.currentTime
+        loop.handingOffInline {
+            loop.execute {
+                log.append(pthread_equal(pthread_self(), caller) != 0 && loop.inLoop ? "job, inline" : "job, elsewhere")
+                loop.execute { log.append("its follow-up") }
+            }
+            log.append("callback returns")
+        }
+        #expect(log.entries == ["callback returns", "job, inline", "its follow-up"])
+        #expect(!loop.inLoop)
+        #expect(loop.currentTime == timeBefore)   // the clock did not move
+        loop.releaseClock()
+    }
+
+    /// A timer the inline work arms, with the clock free, still fires: the loop's thread is
+    /// told to look again.
+    @Test func aTimerArmedByInlineWorkWakesTheSleepingLoop() {
+        let loop = EventLoop(name: "hand-off timer", pacing: .unpaced)
+        defer { loop.shutdown() }
+        #expect(Self.untilAsleep(loop))
+        let fired = DispatchSemaphore(value: 0)
+        loop.handingOffInline {
+            loop.execute { loop.schedule(after: .seconds(5)) { fired.signal() } }
+        }
+        #expect(fired.wait(timeout: .now() + Self.bound) == .success)
+    }
+
+    /// A callback that blocks until the loop ran what it posted is not stuck: the sleeping
+    /// thread looks on its own after `handOffSafetyWait`.
+    @Test func aCallbackWaitingForItsOwnRequestIsNotStuck() {
+        let loop = EventLoop(name: "hand-off wait", pacing: .unpaced)
+        defer { loop.shutdown() }
+        loop.holdClock()
+        loop.schedule(after: .seconds(30)) {}
+        #expect(Self.untilAsleep(loop))
+        let ran = DispatchSemaphore(value: 0)
+        loop.handingOffInline {
+            loop.execute { ran.signal() }
+            #expect(ran.wait(timeout: .now() + Self.bound) == .success)
+        }
+        loop.releaseClock()
+    }
+
     @Test func shutdownStopsAThreadedLoop() {
         let loop = EventLoop(name: "stopping", pacing: .unpaced)
         let ran = DispatchSemaphore(value: 0)

@@ -111,7 +111,10 @@ final class CallbackQueue: @unchecked Sendable {
         blockQueued = false
         lock.unlock()
         for callback in batch {
-            callback.body()
+            // A request the callback makes (a read, `respond`) runs on this thread once the
+            // callback returns, if the loop's thread sleeps, instead of waking it; before the
+            // waiters' conditions, which may wait on the loop themselves.
+            clock.handingOffInline(callback.body)
             CallbackWaiters.shared.callbackFinished(clock: clock)
         }
         batch.removeAll(keepingCapacity: true)
