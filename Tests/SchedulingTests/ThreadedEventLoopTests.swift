@@ -57,8 +57,12 @@ struct ThreadedEventLoopTests {
         #expect(log.entries == ["from another thread", "from the loop"])
     }
 
-    /// Polls (bounded, yielding) until the loop's thread sleeps: nothing signals that.
+    /// Once the loop has run what was posted to it, polls (bounded, yielding) until its thread
+    /// sleeps again: nothing signals that.
     static func untilAsleep(_ loop: EventLoop) -> Bool {
+        let ran = DispatchSemaphore(value: 0)
+        loop.execute { ran.signal() }
+        guard ran.wait(timeout: .now() + bound) == .success else { return false }
         let deadline = ContinuousClock.now + .seconds(2)
         while !loop.threadSleeps {
             if ContinuousClock.now > deadline { return false }
