@@ -489,12 +489,13 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Sleeps (with `condition` locked) while `sleeping` holds, or while another thread runs the
-    /// loop's work, until stopped or told to look again. While the clock is held, a callback
-    /// may have held back a wake-up (`handingOffInline`): the sleep is then bounded.
+    /// loop's work, until stopped or told to look again. While the clock of an unpaced loop is
+    /// held, a callback may have held back a wake-up (`handingOffInline`): the sleep is then
+    /// bounded. (Other pacings never hold wake-ups back, so they sleep until woken.)
     private func park(_ place: Parked, while sleeping: () -> Bool) {
         parked = place
         while (lent || (sleeping() && !lookAgain)) && !stopRequested {
-            if clockHolds > 0 && !lent {
+            if clockHolds > 0 && !lent && pacing == .unpaced {
                 _ = condition.wait(until: Date(timeIntervalSinceNow: Self.handOffSafetyWait))
             } else {
                 condition.wait()
