@@ -447,7 +447,7 @@ public final class ATTBearer: @unchecked Sendable {
             bytes.append(UInt8(truncatingIfNeeded: handle.rawValue))
             bytes.append(UInt8(truncatingIfNeeded: handle.rawValue >> 8))
             bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[..<length]))
-            return channel.send(reserved: bytes, ifQueuedBelow: maximumQueuedPDUsForUnacknowledged)
+            return channel.send(reserved: consume bytes, ifQueuedBelow: maximumQueuedPDUsForUnacknowledged)
         }
     }
 

@@ -23,20 +23,22 @@ public protocol ATTChannel: AnyObject {
     /// with the lower layer's header in place (0: none).
     var sduHeadroom: Int { get }
     /// Sends one SDU that starts with `sduHeadroom` octets to be overwritten: the PDU is built
-    /// once, without a copy to put the header before it.
-    @discardableResult func send(reserved sdu: [UInt8]) -> Bool
+    /// once, without a copy to put the header before it. Consumed: the header is written in
+    /// the caller's buffer, which a borrowed array would make a copy of.
+    @discardableResult func send(reserved sdu: consuming [UInt8]) -> Bool
     /// `send(reserved:)` if fewer than `limit` PDUs of the link wait for controller buffers
     /// (one look at the layer below instead of two).
-    func send(reserved sdu: [UInt8], ifQueuedBelow limit: Int) -> Bool
+    func send(reserved sdu: consuming [UInt8], ifQueuedBelow limit: Int) -> Bool
 }
 
 extension ATTChannel {
     public var sduHeadroom: Int { 0 }
-    @discardableResult public func send(reserved sdu: [UInt8]) -> Bool {
+    @discardableResult public func send(reserved sdu: consuming [UInt8]) -> Bool {
         send(sduHeadroom == 0 ? sdu : Array(sdu.dropFirst(sduHeadroom)))
     }
-    public func send(reserved sdu: [UInt8], ifQueuedBelow limit: Int) -> Bool {
-        queuedPDUs < limit && send(reserved: sdu)
+    public func send(reserved sdu: consuming [UInt8], ifQueuedBelow limit: Int) -> Bool {
+        guard queuedPDUs < limit else { return false }
+        return send(reserved: sdu)
     }
 }
 

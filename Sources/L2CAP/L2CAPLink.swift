@@ -72,12 +72,13 @@ public final class L2CAPFixedChannel: @unchecked Sendable {
     /// notification path builds its PDU once instead of encoding it and then copying it behind
     /// a header.
     @discardableResult
-    public func send(reserved sdu: [UInt8]) -> Bool { send(reserved: sdu, ifQueuedBelow: .max) }
+    public func send(reserved sdu: consuming [UInt8]) -> Bool { send(reserved: sdu, ifQueuedBelow: .max) }
 
     /// `send(reserved:)` when fewer than `limit` PDUs of the link wait for controller buffers.
-    public func send(reserved sdu: [UInt8], ifQueuedBelow limit: Int) -> Bool {
+    /// The SDU is consumed, so the header goes into the sender's buffer without a copy.
+    public func send(reserved sdu: consuming [UInt8], ifQueuedBelow limit: Int) -> Bool {
         guard sdu.count >= 4 else { return false }
-        var pdu = sdu
+        var pdu = consume sdu
         let length = UInt16(truncatingIfNeeded: pdu.count - 4)
         pdu[0] = UInt8(truncatingIfNeeded: length)
         pdu[1] = UInt8(truncatingIfNeeded: length >> 8)
