@@ -165,6 +165,15 @@ struct CancelQuirkTests {
         try bench.run { peer.startAdvertising(Bench.advertising(), for: advertiser, completion: $0) }
     }
 
+    /// `client` starts connecting to peer B (not advertising) and gives up 100 ms later.
+    static func connectToPeerBThenCancel(_ bench: Bench, for client: Client) throws -> LEAddress {
+        let peerB = try #require(bench.peerB.address)
+        bench.shared.connect(to: peerB, for: client)
+        bench.runFor(.milliseconds(100))
+        #expect(bench.shared.cancelConnecting(to: peerB, for: client))
+        return peerB
+    }
+
     @Test(arguments: [true, false])
     func aCancelWithoutItsEventEndsAfterTheGraceAndALinkMadeAnywayIsEnded(extended: Bool) throws {
         let bench = try Bench(extended: extended, cancel: .keepsInitiating)
@@ -172,10 +181,7 @@ struct CancelQuirkTests {
         bench.shared.addClient(one, roles: .central)
         bench.shared.addClient(two, roles: .central)
         // `one` wants peer B (not advertising yet), then gives up.
-        let peerB = try #require(bench.peerB.address)
-        bench.shared.connect(to: peerB, for: one)
-        bench.runFor(.milliseconds(100))
-        #expect(bench.shared.cancelConnecting(to: peerB, for: one))
+        let peerB = try Self.connectToPeerBThenCancel(bench, for: one)
         bench.runFor(Self.grace - .milliseconds(100))
         #expect(bench.shared.initiating == peerB && bench.shared.cancellingInitiation)
         bench.runFor(.milliseconds(200))
@@ -207,10 +213,7 @@ struct CancelQuirkTests {
         bench.shared.addClient(one, roles: .central)
         // `one` gives up on peer B (not advertising), then wants it again: the controller still
         // initiates the attempt it said it cancelled, and refuses the new one.
-        let peerB = try #require(bench.peerB.address)
-        bench.shared.connect(to: peerB, for: one)
-        bench.runFor(.milliseconds(100))
-        #expect(bench.shared.cancelConnecting(to: peerB, for: one))
+        let peerB = try Self.connectToPeerBThenCancel(bench, for: one)
         bench.runFor(Self.grace + .milliseconds(100))
         #expect(bench.shared.host.awaitsLateCancelOutcome)
         bench.shared.connect(to: peerB, for: one)
@@ -230,10 +233,7 @@ struct CancelQuirkTests {
         let one = Client("one"), two = Client("two")
         bench.shared.addClient(one, roles: .central)
         bench.shared.addClient(two, roles: .central)
-        let peerB = try #require(bench.peerB.address)
-        bench.shared.connect(to: peerB, for: one)
-        bench.runFor(.milliseconds(100))
-        #expect(bench.shared.cancelConnecting(to: peerB, for: one))
+        let peerB = try Self.connectToPeerBThenCancel(bench, for: one)
         bench.runFor(.milliseconds(10))
         #expect(bench.shared.host.connecting != nil)
         #expect(bench.shared.host.cancelWatchdog != nil)
