@@ -172,14 +172,18 @@ extension HCIDriver {
 // MARK: Inbound
 
 extension HCIDriver {
-    func handleInboundACL(_ packet: ACLDataPacket) {
+    func handleInboundACL(_ packet: consuming ACLDataPacket) {
         // Data is accepted for handles not (yet) registered: events and data travel separate
         // paths on some transports, so data can overtake its Connection Complete.
         // The common case, a whole PDU in one packet with nothing being reassembled, skips the
         // reassembler's bookkeeping.
         if packet.boundary != .continuing, !reassembler.hasPartials, packet.data.count >= 4,
            4 + (Int(packet.data[0]) | Int(packet.data[1]) << 8) == packet.data.count {
-            delegate?.didReceiveACL(handle: packet.handle, pdu: packet.data)
+            // Handed over whole, with no other reference left, so that L2CAP takes its header
+            // off in place.
+            let handle = packet.handle, pdu = packet.data
+            _ = consume packet
+            delegate?.didReceiveACL(handle: handle, pdu: pdu)
             return
         }
         for outcome in reassembler.receive(packet) {

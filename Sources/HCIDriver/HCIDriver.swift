@@ -368,10 +368,10 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
 
     // MARK: HCIPacketSink
 
-    public func receive(_ packet: HCIPacket) {
+    public func receive(_ packet: consuming HCIPacket) {
         assertOnLoop()
         guard state == .starting || state == .running || state == .resetting else { return }
-        switch packet {
+        switch consume packet {
         case .event(let raw): handleEvent(raw)
         case .acl(let acl): handleInboundACL(acl)
         case .command(let command): logger.warning("controller sent a command (\(command.opcode)); ignored")

@@ -10,7 +10,8 @@ public protocol HCIDriverDelegate: AnyObject {
     /// An event from the controller.
     func didReceiveEvent(_ event: HCIEvent)
     /// A whole L2CAP PDU (basic header included) reassembled from ACL fragments.
-    func didReceiveACL(handle: ConnectionHandle, pdu: [UInt8])
+    /// `pdu` is handed over (consumed), so that a layer above may take its header off in place.
+    func didReceiveACL(handle: ConnectionHandle, pdu: consuming [UInt8])
     /// The connection's outbound queue drained after having had to wait for controller buffers:
     /// the layer above may send again (CoreBluetooth's "ready to send write without response").
     func driverCanSendMore(handle: ConnectionHandle)

@@ -17,7 +17,8 @@ public struct HCITransportError: Error, Equatable, Sendable, CustomStringConvert
 /// The side that receives packets from a transport: a host driver (events, ACL) or a
 /// controller (commands, ACL). Called on the loop given to `open`.
 public protocol HCIPacketSink: AnyObject, Sendable {
-    func receive(_ packet: HCIPacket)
+    /// `packet` is handed over (consumed): its bytes may be reused in place above.
+    func receive(_ packet: consuming HCIPacket)
     /// The transport closed: `nil` when closed locally, an error when it broke.
     func transportClosed(_ error: HCITransportError?)
 }

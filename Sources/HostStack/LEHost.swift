@@ -206,13 +206,13 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
         }
     }
 
-    public func didReceiveACL(handle: ConnectionHandle, pdu: [UInt8]) {
+    public func didReceiveACL(handle: ConnectionHandle, pdu: consuming [UInt8]) {
         assertOnLoop()
         guard let connection = connections[handle] else {
             logger.debug("ACL for unknown connection \(Logger.hex(handle)) dropped")
             return
         }
-        connection.l2cap.receive(pdu)
+        connection.l2cap.receive(consume pdu)
     }
 
     public func driverCanSendMore(handle: ConnectionHandle) {

@@ -28,7 +28,9 @@ public struct BasicFrame: Hashable, Sendable {
     }
 
     /// Decodes a whole PDU as the HCI driver reassembled it; the length field must match.
-    public init(decoding pdu: [UInt8]) throws {
+    /// Consumed: the payload is the PDU's own buffer with the header taken off in place (no
+    /// allocation when the caller hands over the only reference, as the receive path does).
+    public init(decoding pdu: consuming [UInt8]) throws {
         // Read in place (every PDU of every link comes through here).
         let context = "L2CAP basic frame"
         guard pdu.count >= 2 else { throw DecodeError.truncated(context, needed: 2, available: pdu.count) }
@@ -38,6 +40,7 @@ public struct BasicFrame: Hashable, Sendable {
         guard pdu.count - 4 == length else {
             throw DecodeError("L2CAP basic frame: length field \(length) but \(pdu.count - 4) payload bytes")
         }
-        payload = Array(pdu[4...])
+        pdu.removeFirst(4)
+        payload = pdu
     }
 }

@@ -252,11 +252,11 @@ public final class L2CAPLink: @unchecked Sendable {
     // MARK: Receiving
 
     /// A whole L2CAP PDU from the link (the HCI driver reassembles fragments).
-    public func receive(_ pdu: [UInt8]) {
+    public func receive(_ pdu: consuming [UInt8]) {
         assertOnLoop()
         guard isOpen else { return }
         let frame: BasicFrame
-        do { frame = try BasicFrame(decoding: pdu) } catch {
+        do { frame = try BasicFrame(decoding: consume pdu) } catch {
             logger.debug("dropped: \(error)")
             return
         }

@@ -233,7 +233,7 @@ struct CancelQuirkTests {
         let one = Client("one"), two = Client("two")
         bench.shared.addClient(one, roles: .central)
         bench.shared.addClient(two, roles: .central)
-        let peerB = try Self.connectToPeerBThenCancel(bench, for: one)
+        _ = try Self.connectToPeerBThenCancel(bench, for: one)
         bench.runFor(.milliseconds(10))
         #expect(bench.shared.host.connecting != nil)
         #expect(bench.shared.host.cancelWatchdog != nil)
