@@ -340,26 +340,10 @@ extension CBManager {
     /// random addresses. It advertises and connects from this address.
     public var linuxDeviceAddress: String? {
         if let testDaemon, state == .poweredOn {
-            if testDaemon.radio.loop.inLoop { return testDaemon.address }
-            let result = Locked<String?>(nil)
-            let done = DispatchSemaphore(value: 0)
-            testDaemon.radio.loop.execute {
-                result.withLock { $0 = testDaemon.address }
-                done.signal()
-            }
-            done.wait()
-            return result.current
+            return testDaemon.radio.loop.sync { testDaemon.address }
         }
         guard let device, state == .poweredOn else { return nil }
-        if device.loop.inLoop { return device.address }
-        let result = Locked<String?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        device.loop.execute {
-            result.withLock { $0 = device.address }
-            done.signal()
-        }
-        done.wait()
-        return result.current
+        return device.loop.sync { device.address }
     }
 
     /// **Linux extension.** Moves this manager's device on its virtual radio (metres); RSSI

@@ -94,12 +94,20 @@ public final class EventLoop: @unchecked Sendable {
 
     /// How long a sleeping unpaced loop thread waits for work held back by
     /// `handingOffInline(_:)` before it looks anyway: the bound on a callback that blocks
-    /// until the loop has run the work it posted (a semaphore on the loop's answer).
-    static let handOffSafetyWait: TimeInterval = 0.01
+    /// until the loop has run the work it posted with `execute` (`sync(_:)` wakes the loop at
+    /// once).
+    static let defaultHandOffSafetyWait: TimeInterval = 0.01
+    let handOffSafetyWait: TimeInterval
 
-    public init(name: String = "loop", pacing: Pacing = .manual) {
+    public convenience init(name: String = "loop", pacing: Pacing = .manual) {
+        self.init(name: name, pacing: pacing, handOffSafetyWait: Self.defaultHandOffSafetyWait)
+    }
+
+    /// Tests: a loop whose safety wait is long enough to tell a prompt wake-up from it.
+    init(name: String, pacing: Pacing, handOffSafetyWait: TimeInterval) {
         self.name = name
         self.pacing = pacing
+        self.handOffSafetyWait = handOffSafetyWait
         if pacing != .manual { startThread() }
     }
 
@@ -132,10 +140,27 @@ public final class EventLoop: @unchecked Sendable {
             return
         }
         let holdingWakes = pacing == .unpaced && pthread_getspecific(Self.handOffKey) == selfPointer
+        post(work, wake: !holdingWakes)
+    }
+
+    private func post(_ work: @escaping @Sendable () -> Void, wake: Bool) {
         condition.lock()
         inbox.append(Job(run: work))
-        if !holdingWakes { condition.signal() }
+        if wake { condition.signal() }
         condition.unlock()
+    }
+
+    /// Runs `body` on the loop and returns its result, waiting for it: on the loop (or on a
+    /// manual loop, whose caller drives it) it runs at once. Thread-safe. For answers a caller
+    /// needs now (an address, the bonds) from setup code, tools or a delegate callback: the
+    /// loop's thread is woken at once, even in `handingOffInline(_:)`, where `execute` holds
+    /// the wake-up back. Never from work the loop itself waits on.
+    public func sync<T>(_ body: @escaping @Sendable () -> T) -> T {
+        if inLoop { return body() }
+        if pacing == .manual { return enter(body) }
+        let answer = SyncAnswer<T>()
+        post({ answer.give(body()) }, wake: true)
+        return answer.take()
     }
 
     private var selfPointer: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
@@ -496,7 +521,7 @@ public final class EventLoop: @unchecked Sendable {
         parked = place
         while (lent || (sleeping() && !lookAgain)) && !stopRequested {
             if clockHolds > 0 && !lent && pacing == .unpaced {
-                _ = condition.wait(until: Date(timeIntervalSinceNow: Self.handOffSafetyWait))
+                _ = condition.wait(until: Date(timeIntervalSinceNow: handOffSafetyWait))
             } else {
                 condition.wait()
             }
@@ -511,6 +536,31 @@ public final class EventLoop: @unchecked Sendable {
         stopRequested = true
         condition.signal()
         condition.unlock()
+    }
+}
+
+/// The answer `EventLoop.sync(_:)` waits for.
+///
+/// `@unchecked Sendable`: `value` and `given` are read and written only with `condition`
+/// locked; the loop gives once, the caller takes once.
+private final class SyncAnswer<T>: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var value: T?
+    private var given = false
+
+    func give(_ answer: T) {
+        condition.lock()
+        value = answer
+        given = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    func take() -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        while !given { condition.wait() }
+        return value!
     }
 }
 

@@ -125,6 +125,48 @@ struct ThreadedEventLoopTests {
         loop.releaseClock()
     }
 
+    /// `sync` runs its body on the loop and hands the answer back, from any thread; on the
+    /// loop's own thread, and on a manual loop, it runs at once.
+    @Test func syncRunsOnTheLoopFromAnyThread() {
+        let loop = EventLoop(name: "sync", pacing: .unpaced)
+        defer { loop.shutdown() }
+        let answers = Log<Int>()
+        DispatchQueue.concurrentPerform(iterations: 4) { i in
+            answers.append(loop.sync { loop.inLoop ? i : -1 })
+        }
+        #expect(answers.entries.sorted() == [0, 1, 2, 3])
+        let nested = DispatchSemaphore(value: 0)
+        let inner = Log<String>()
+        loop.execute {
+            inner.append(loop.sync { "inline on the loop" })
+            nested.signal()
+        }
+        #expect(nested.wait(timeout: .now() + Self.bound) == .success)
+        #expect(inner.entries == ["inline on the loop"])
+        let manual = EventLoop(name: "sync manual")
+        #expect(manual.sync { manual.inLoop })
+    }
+
+    /// A delegate callback asking for an answer (`sync`) wakes the sleeping loop at once,
+    /// though its other requests' wake-ups are held back: with a safety wait of ten minutes,
+    /// the answer comes anyway (a `sync` that waited for it would hang this test).
+    @Test func syncFromACallbackWakesTheLoopAtOnce() {
+        let loop = EventLoop(name: "sync hand-off", pacing: .unpaced, handOffSafetyWait: 600)
+        defer { loop.shutdown() }
+        loop.holdClock()
+        loop.schedule(after: .seconds(30)) {}
+        #expect(Self.untilAsleep(loop))
+        let log = Log<String>()
+        let start = ContinuousClock.now
+        loop.handingOffInline {
+            loop.execute { log.append("posted before") }
+            log.append(loop.sync { "answer" })
+        }
+        #expect(ContinuousClock.now - start < .seconds(60))
+        #expect(log.entries == ["posted before", "answer"])
+        loop.releaseClock()
+    }
+
     @Test func shutdownStopsAThreadedLoop() {
         let loop = EventLoop(name: "stopping", pacing: .unpaced)
         let ran = DispatchSemaphore(value: 0)

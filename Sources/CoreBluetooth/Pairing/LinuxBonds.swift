@@ -32,19 +32,11 @@ public struct CBLinuxPairingError: Error, CustomStringConvertible, Sendable {
 }
 
 extension CBManager {
-    /// Runs `body` on the device's loop with the host device and waits for it (not from a
-    /// delegate queue that the loop waits on: these calls are for tools and setup code).
+    /// Runs `body` on the device's loop with the host device and waits for it (setup code,
+    /// tools, delegate callbacks; not from work the loop itself waits on).
     fileprivate func onHostDevice<T: Sendable>(_ fallback: T, _ body: @escaping @Sendable (HostDevice) -> T) -> T {
         guard let device, state == .poweredOn else { return fallback }
-        if device.loop.inLoop { return device.hostDevice.map(body) ?? fallback }
-        let result = Locked<T>(fallback)
-        let done = DispatchSemaphore(value: 0)
-        device.loop.execute {
-            if let hostDevice = device.hostDevice { result.withLock { $0 = body(hostDevice) } }
-            done.signal()
-        }
-        done.wait()
-        return result.current
+        return device.loop.sync { device.hostDevice.map(body) ?? fallback }
     }
 
     /// **Linux extension.** The devices this manager's controller is bonded with (shared by
