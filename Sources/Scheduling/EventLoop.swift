@@ -59,12 +59,30 @@ public final class EventLoop: @unchecked Sendable {
 
     private enum Parked { case no, idle, clock }
 
+    /// Whether the loop's own thread is lent to a block (`dispatchAfterBurst(on:_:)`), and
+    /// how many lends began (guarded by `condition`).
+    private var lending = false
+    private var lendSequence: UInt64 = 0
+    /// Whether the standby thread runs the loop's work while its thread is lent (guarded by
+    /// `condition`).
+    private var standbyDriving = false
+    /// Wakes the standby thread; guards `standbyAsleep` and `standbyKicked`.
+    private let standbySignal = NSCondition()
+    /// The standby sleeps without a bound (no lend happened for a while).
+    private var standbyAsleep = false
+    /// Work was posted with a wake-up during a lend: the standby takes the loop over at once.
+    private var standbyKicked = false
+    /// Started on the first lend (touched by the loop's own thread only).
+    private var standbyThread: Thread?
+
     // Loop-confined state.
     @exclusivity(unchecked) private var ready = RingBuffer<Job>()  // exclusivity checks: 0.9 % of notify
     /// An emptied array swapped with `inbox` when the loop takes its posted work.
     @exclusivity(unchecked) private var drained: [Job] = []  // exclusivity checks: 0.05 % of adv
     @exclusivity(unchecked) private var burstEnd: [() -> Void] = []  // exclusivity checks: 0.1 % of adv
     @exclusivity(unchecked) private var spareBurstEnd: [() -> Void] = []  // exclusivity checks: 0.1 % of adv
+    /// Blocks the loop's own thread runs on their queues after the burst (`dispatchAfterBurst`).
+    private var pendingLends = RingBuffer<Lend>()
     /// Jobs run in a burst before the work asked for its end runs anyway. Each burst end may
     /// hand callbacks to another thread (a wake-up, costly on these VMs): 1024 rather than 64
     /// roughly halves the wake-ups of a sustained notification stream again after 256 did, and
@@ -80,6 +98,14 @@ public final class EventLoop: @unchecked Sendable {
     public private(set) var now = LoopInstant.zero
 
     private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// Set on a threaded loop's own thread (not on the standby, nor on a thread running the
+    /// loop's work in `handingOffInline(_:)`).
+    private static let ownThreadKey: pthread_key_t = {
         var key = pthread_key_t()
         pthread_key_create(&key, nil)
         return key
@@ -147,7 +173,9 @@ public final class EventLoop: @unchecked Sendable {
         condition.lock()
         inbox.append(Job(run: work))
         if wake { condition.signal() }
+        let kick = wake && lending && !standbyDriving
         condition.unlock()
+        if kick { kickStandby() }
     }
 
     /// Runs `body` on the loop and returns its result, waiting for it: on the loop (or on a
@@ -164,6 +192,13 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private var selfPointer: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Whether the loop's own thread is lent to a block (tests).
+    var isLent: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return lending
+    }
 
     /// Whether the loop's thread sleeps (tests).
     var threadSleeps: Bool {
@@ -307,6 +342,173 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    // MARK: Lending the loop's thread to a delegate callback
+
+    /// A block for `queue` that the loop's own thread runs itself, with `queue.sync`, once
+    /// its burst of work has ended (`dispatchAfterBurst(on:_:)`).
+    struct Lend {
+        let queue: DispatchQueue
+        let body: @Sendable () -> Void
+    }
+
+    /// Runs `body` on `queue` once the work ready now has run, like `atEndOfBurst` followed by
+    /// `queue.async`. On an unpaced loop's own thread, the thread runs it itself with
+    /// `queue.sync` instead (libdispatch runs a sync block on the calling thread: on `queue`
+    /// for `dispatchPrecondition` and `getSpecific`, in order with the queue's other blocks),
+    /// which saves the wake-up of a worker thread and the loop thread's sleep until the block
+    /// lets the clock go: two thread switches per delegate callback. Must be called on the loop.
+    ///
+    /// While the thread is lent, it is not the loop's (`inLoop` is false in `body`), and a
+    /// standby thread runs the loop's work if `body` waits for it: at once for work posted
+    /// with a wake-up (`sync`, `execute` outside `handingOffInline`), after
+    /// `handOffSafetyWait` for the rest (a block blocked on a queue busy with an app's block
+    /// that waits for the loop, work held back by `handingOffInline`, other callbacks waiting
+    /// for this thread). Never use it for the main queue (its thread may be waiting for the
+    /// loop), or for a block that moves the clock.
+    public func dispatchAfterBurst(on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void) {
+        precondition(inLoop, "dispatchAfterBurst(on:_:) must be called on the loop")
+        if pacing == .unpaced, pthread_getspecific(Self.ownThreadKey) == selfPointer {
+            pendingLends.append(Lend(queue: queue, body: body))
+        } else {
+            burstEnd.append { queue.async(execute: body) }
+        }
+    }
+
+    /// On the loop's own thread, after a burst's end: lends the thread to each block queued by
+    /// `dispatchAfterBurst(on:_:)`. True when it lent (the blocks may have posted work).
+    private func runPendingLends() -> Bool {
+        guard !pendingLends.isEmpty else { return false }
+        // The standby may take the list over while a block runs (and dispatch the rest).
+        while let lend = pendingLends.popFirst() { lendThread(to: lend) }
+        return true
+    }
+
+    private func lendThread(to lend: Lend) {
+        condition.lock()
+        lending = true
+        lendSequence &+= 1
+        condition.unlock()
+        wakeStandbyIfAsleep()
+        pthread_setspecific(Self.currentKey, nil)
+        lend.queue.sync(execute: lend.body)
+        pthread_setspecific(Self.currentKey, selfPointer)
+        condition.lock()
+        lending = false
+        if standbyDriving {
+            condition.broadcast()
+            while standbyDriving { condition.wait() }
+        }
+        condition.unlock()
+    }
+
+    /// Starts the standby thread on the first lend; wakes it if it sleeps without a bound
+    /// (no lend happened for a while), so it watches this one.
+    private func wakeStandbyIfAsleep() {
+        if standbyThread == nil {
+            let thread = Thread { self.standbyMain() }
+            thread.name = name + " (standby)"
+            standbyThread = thread
+            thread.start()
+            return
+        }
+        standbySignal.lock()
+        if standbyAsleep {
+            standbyAsleep = false
+            standbySignal.signal()
+        }
+        standbySignal.unlock()
+    }
+
+    /// Work was posted with a wake-up while the loop's thread is lent: the standby takes the
+    /// loop over now (the lent block may be waiting for that work).
+    private func kickStandby() {
+        standbySignal.lock()
+        standbyKicked = true
+        standbyAsleep = false
+        standbySignal.signal()
+        standbySignal.unlock()
+    }
+
+    /// The standby thread: looks every `handOffSafetyWait` while lends happen, and takes the
+    /// loop over when one lasts a whole look or when kicked; sleeps without a bound when no
+    /// lend happened between two looks.
+    private func standbyMain() {
+        var seen = UInt64.max
+        while true {
+            standbySignal.lock()
+            if !standbyKicked {
+                if standbyAsleep {
+                    while standbyAsleep && !standbyKicked { standbySignal.wait() }
+                } else {
+                    _ = standbySignal.wait(until: Date(timeIntervalSinceNow: handOffSafetyWait))
+                }
+            }
+            let kicked = standbyKicked
+            standbyKicked = false
+            standbySignal.unlock()
+
+            condition.lock()
+            if stopRequested {
+                condition.unlock()
+                return
+            }
+            if !lending || (!kicked && lendSequence != seen) {
+                // No lend, or a new one since the last look: look again after a while; after
+                // a whole interval without a lend, sleep until the next one.
+                let idle = !lending && lendSequence == seen
+                seen = lendSequence
+                condition.unlock()
+                if idle { sleepUntilNextLend(seen: seen) }
+                continue
+            }
+            standbyDriving = true
+            condition.unlock()
+            driveDuringLend()
+        }
+    }
+
+    /// Marks the standby asleep, then looks once more for a lend that started meanwhile (the
+    /// lender looks at the mark after starting its lend: one of the two sees the other).
+    private func sleepUntilNextLend(seen: UInt64) {
+        standbySignal.lock()
+        standbyAsleep = true
+        standbySignal.unlock()
+        condition.lock()
+        let started = lendSequence != seen || stopRequested
+        condition.unlock()
+        if started {
+            standbySignal.lock()
+            standbyAsleep = false
+            standbySignal.unlock()
+        }
+    }
+
+    /// The standby runs the loop's work while its thread stays lent: ready work and timers
+    /// already due (the clock does not move: the lent callback holds it), until the lend ends.
+    private func driveDuringLend() {
+        enter {
+            // Blocks waiting for the lent thread go to their queues: the lent one may wait
+            // for one of them.
+            while let lend = pendingLends.popFirst() { lend.queue.async(execute: lend.body) }
+            while true {
+                drainInbox()
+                let unfinished = runLentBurst()
+                condition.lock()
+                if !lending || stopRequested {
+                    standbyDriving = false
+                    condition.broadcast()
+                    condition.unlock()
+                    return
+                }
+                if !unfinished && inbox.isEmpty {
+                    // Bounded: work held back by `handingOffInline` does not signal.
+                    _ = condition.wait(until: Date(timeIntervalSinceNow: handOffSafetyWait))
+                }
+                condition.unlock()
+            }
+        }
+    }
+
     // MARK: Clock holds
 
     /// Keeps an unpaced loop from jumping over idle time until the matching `releaseClock()`.
@@ -438,6 +640,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func threadMain() {
+        pthread_setspecific(Self.ownThreadKey, selfPointer)
         enter {
             while true {
                 condition.lock()
@@ -450,6 +653,7 @@ public final class EventLoop: @unchecked Sendable {
                     ready = RingBuffer()
                     timers = TimerHeap()
                     burstEnd = []
+                    pendingLends = RingBuffer()
                     return
                 }
                 swap(&inbox, &drained)
@@ -464,9 +668,12 @@ public final class EventLoop: @unchecked Sendable {
                     if burst == Self.burstLength {
                         burst = 0
                         runBurstEnd()
+                        _ = runPendingLends()
                     }
                 }
                 runBurstEnd()
+                // Blocks lent this thread may have posted work: look again before the clock.
+                if runPendingLends() { continue }
                 timers.discardCancelledTop()
                 if let next = timers.peekTime() {
                     if pacing == .unpaced && next > now {
@@ -534,8 +741,9 @@ public final class EventLoop: @unchecked Sendable {
     public func shutdown() {
         condition.lock()
         stopRequested = true
-        condition.signal()
+        condition.broadcast()
         condition.unlock()
+        kickStandby()
     }
 }
 

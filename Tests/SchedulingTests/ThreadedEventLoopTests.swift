@@ -167,6 +167,148 @@ struct ThreadedEventLoopTests {
         loop.releaseClock()
     }
 
+    /// A queue whose blocks can tell they run on it.
+    static func markedQueue(_ label: String) -> (DispatchQueue, DispatchSpecificKey<String>) {
+        let queue = DispatchQueue(label: label)
+        let key = DispatchSpecificKey<String>()
+        queue.setSpecific(key: key, value: label)
+        return (queue, key)
+    }
+
+    /// `dispatchAfterBurst` on an unpaced loop: the loop's own thread runs the block on the
+    /// queue (`queue.sync`) once the burst has ended, not being the loop's meanwhile; work the
+    /// block posts as a callback does (`handingOffInline`) runs after it, on the same thread.
+    @Test func theLoopsThreadRunsADispatchedBlockOnTheQueueItself() {
+        let loop = EventLoop(name: "lend", pacing: .unpaced)
+        defer { loop.shutdown() }
+        let (queue, key) = Self.markedQueue("lend queue")
+        let log = Log<String>()
+        let done = DispatchSemaphore(value: 0)
+        loop.execute {
+            let loopThread = pthread_self()
+            loop.dispatchAfterBurst(on: queue) {
+                let same = pthread_equal(pthread_self(), loopThread) != 0
+                log.append("block: on the queue \(DispatchQueue.getSpecific(key: key) != nil), loop's thread \(same), in loop \(loop.inLoop)")
+                // As a delegate callback's request: held back, not waking anyone.
+                loop.handingOffInline {
+                    loop.execute {
+                        log.append("posted by the block: loop's thread \(pthread_equal(pthread_self(), loopThread) != 0)")
+                        done.signal()
+                    }
+                }
+            }
+            log.append("burst goes on")
+        }
+        #expect(done.wait(timeout: .now() + Self.bound) == .success)
+        #expect(log.entries == [
+            "burst goes on",
+            "block: on the queue true, loop's thread true, in loop false",
+            "posted by the block: loop's thread true",
+        ])
+    }
+
+    /// Off the loop's own thread (a manual loop's driver), the block goes to its queue with
+    /// `async` at the burst's end.
+    @Test func aManualLoopDispatchesTheBlockAsynchronously() {
+        let loop = EventLoop(name: "lend manual")
+        let (queue, key) = Self.markedQueue("lend manual queue")
+        let ran = DispatchSemaphore(value: 0)
+        loop.execute {
+            loop.dispatchAfterBurst(on: queue) {
+                #expect(DispatchQueue.getSpecific(key: key) != nil)
+                ran.signal()
+            }
+        }
+        loop.runUntilIdle()
+        #expect(ran.wait(timeout: .now() + Self.bound) == .success)
+    }
+
+    /// A lent block that waits for the loop gets its answer: the standby thread takes the
+    /// loop over at once for work posted with a wake-up (`sync`, `execute`), and within a
+    /// safety wait for work held back by `handingOffInline`; a timer already due fires too.
+    @Test(arguments: ["sync", "execute", "held back"])
+    func aLentBlockWaitingForTheLoopIsAnswered(how: String) {
+        let loop = EventLoop(name: "lend wait", pacing: .unpaced)
+        defer { loop.shutdown() }
+        let (queue, _) = Self.markedQueue("lend wait queue")
+        let answered = DispatchSemaphore(value: 0)
+        loop.execute {
+            loop.dispatchAfterBurst(on: queue) {
+                switch how {
+                case "sync":
+                    #expect(loop.sync { loop.inLoop })
+                case "execute":
+                    let ran = DispatchSemaphore(value: 0)
+                    loop.execute { ran.signal() }
+                    #expect(ran.wait(timeout: .now() + Self.bound) == .success)
+                default:
+                    let ran = DispatchSemaphore(value: 0)
+                    loop.handingOffInline { loop.execute { ran.signal() } }
+                    #expect(ran.wait(timeout: .now() + Self.bound) == .success)
+                }
+                answered.signal()
+            }
+        }
+        #expect(answered.wait(timeout: .now() + Self.bound) == .success)
+        // The loop's thread has its loop back.
+        #expect(loop.sync { loop.inLoop })
+    }
+
+    /// A lent block waiting for another block dispatched in the same burst (another queue):
+    /// the standby sends the waiting ones to their queues.
+    @Test func aLentBlockWaitingForTheNextOneIsNotStuck() {
+        let loop = EventLoop(name: "lend two", pacing: .unpaced)
+        defer { loop.shutdown() }
+        let (first, _) = Self.markedQueue("lend first")
+        let (second, secondKey) = Self.markedQueue("lend second")
+        let secondRan = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        loop.execute {
+            loop.dispatchAfterBurst(on: first) {
+                #expect(secondRan.wait(timeout: .now() + Self.bound) == .success)
+                done.signal()
+            }
+            loop.dispatchAfterBurst(on: second) {
+                #expect(DispatchQueue.getSpecific(key: secondKey) != nil)
+                secondRan.signal()
+            }
+        }
+        #expect(done.wait(timeout: .now() + Self.bound) == .success)
+    }
+
+    /// The queue is busy with an app's block that waits for the loop (posting with
+    /// `execute`, then waiting): the loop's thread waits in `queue.sync`, and the standby
+    /// runs the app's request.
+    @Test func aQueueBusyWithABlockWaitingForTheLoopIsNotADeadlock() {
+        let loop = EventLoop(name: "lend busy", pacing: .unpaced)
+        defer { loop.shutdown() }
+        let (queue, _) = Self.markedQueue("lend busy queue")
+        let appBlockStarted = DispatchSemaphore(value: 0)
+        let log = Log<String>()
+        let done = DispatchSemaphore(value: 0)
+        queue.async {
+            appBlockStarted.signal()
+            // Until the loop is lent to this queue (it then waits behind this block).
+            let deadline = ContinuousClock.now + .seconds(2)
+            while !loop.isLent && ContinuousClock.now < deadline { sched_yield() }
+            let ran = DispatchSemaphore(value: 0)
+            loop.execute {
+                log.append("app's request")
+                ran.signal()
+            }
+            #expect(ran.wait(timeout: .now() + Self.bound) == .success)
+        }
+        #expect(appBlockStarted.wait(timeout: .now() + Self.bound) == .success)
+        loop.execute {
+            loop.dispatchAfterBurst(on: queue) {
+                log.append("dispatched block")
+                done.signal()
+            }
+        }
+        #expect(done.wait(timeout: .now() + Self.bound) == .success)
+        #expect(log.entries == ["app's request", "dispatched block"])
+    }
+
     @Test func shutdownStopsAThreadedLoop() {
         let loop = EventLoop(name: "stopping", pacing: .unpaced)
         let ran = DispatchSemaphore(value: 0)

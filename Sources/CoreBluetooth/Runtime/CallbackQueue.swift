@@ -9,8 +9,9 @@ import Synchronization
 /// Callbacks that arrive while an earlier one is still waiting for the queue join it: one
 /// block on the queue runs them in order, so a burst (notifications, say) costs one dispatch
 /// and one clock hold instead of one each. Callbacks made on the device's loop are handed to
-/// the queue at the end of the loop's burst of work (`EventLoop.atEndOfBurst`), so the many
-/// callbacks of one burst go in one block. A block that has started takes no more callbacks;
+/// the queue at the end of the loop's burst of work (`EventLoop.dispatchAfterBurst`), so the
+/// many callbacks of one burst go in one block; on a virtual clock the loop's own thread runs
+/// that block on the queue itself (`queue.sync`), with no thread switch. A block that has started takes no more callbacks;
 /// those that arrive meanwhile go in the next block, after it.
 final class CallbackQueue: @unchecked Sendable {
     let queue: DispatchQueue
@@ -87,7 +88,14 @@ final class CallbackQueue: @unchecked Sendable {
         lock.unlock()
         clock.holdClock()
         if clock.inLoop {
-            clock.atEndOfBurst { [self] in enqueueBlock(notBefore: notBefore) }
+            if notBefore == nil, queue !== DispatchQueue.main {
+                // The loop's thread runs the block itself on the queue (`queue.sync`) when it
+                // can, rather than waking a worker and sleeping until the block lets the clock
+                // go. Never the main queue: its thread may be waiting for the loop.
+                clock.dispatchAfterBurst(on: queue) { [self] in runWaiting() }
+            } else {
+                clock.atEndOfBurst { [self] in enqueueBlock(notBefore: notBefore) }
+            }
         } else {
             enqueueBlock(notBefore: notBefore)
         }
