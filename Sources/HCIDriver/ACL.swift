@@ -155,7 +155,9 @@ extension HCIDriver {
     }
 
     func connectionOpened(_ handle: ConnectionHandle) {
-        if connections[handle] == nil { connections[handle] = OutboundConnection() }
+        guard connections[handle] == nil else { return }
+        connections[handle] = OutboundConnection(serial: nextConnectionSerial)
+        nextConnectionSerial &+= 1
     }
 
     /// The controller flushed whatever the connection had in its buffers (Vol 4 Part E §4.3):

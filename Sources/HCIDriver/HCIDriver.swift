@@ -102,10 +102,11 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         let completion: (Result<HCICommandResponse, HCIError>) -> Void
         var timer: TimerHandle?
         /// For a command naming a connection the host had open when it was queued: its handle
-        /// and that connection (weak: gone with it), so an Unknown Connection Identifier answer
-        /// ends it and no later one that reuses the handle.
+        /// and that connection's serial number, so an Unknown Connection Identifier answer
+        /// ends it and no later one that reuses the handle. (Not a weak reference: one would
+        /// give every connection a side table, and each retain of it on the ACL path a slow one.)
         var linkHandle: ConnectionHandle?
-        weak var link: OutboundConnection?
+        var linkSerial: UInt64?
 
         init(id: UInt64, packet: HCICommandPacket, name: String, expected: HCICommandCompletion?,
              timeout: Duration, completion: @escaping (Result<HCICommandResponse, HCIError>) -> Void) {
@@ -127,6 +128,9 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     // Outbound ACL. A class, so the hot paths change it in place: a struct copied out of the
     // dictionary and written back copied its fragment queue's storage on every packet.
     final class OutboundConnection {
+        /// Tells this connection from a later one on the same handle (never reused).
+        let serial: UInt64
+        init(serial: UInt64) { self.serial = serial }
         @exclusivity(unchecked) var fragments = RingBuffer<(packet: ACLDataPacket, endsPDU: Bool)>(capacity: 4)  // exclusivity checks: 0.3 % of notify
         @exclusivity(unchecked) var queuedPDUs = 0  // exclusivity checks: 0.3 % of notify
         /// Packets handed to the controller and not yet reported by Number Of Completed Packets.
@@ -140,6 +144,8 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
         var stalled = false
     }
     @exclusivity(unchecked) var connections = IntegerKeyMap<ConnectionHandle, OutboundConnection>()  // exclusivity checks: 0.6 % of notify
+    /// The next `OutboundConnection.serial`.
+    var nextConnectionSerial: UInt64 = 1
     /// Connections with fragments waiting, in round-robin order.
     @exclusivity(unchecked) var sendOrder: [ConnectionHandle] = []  // exclusivity checks: 0.6 % of notify
     /// Free controller ACL buffers.
@@ -254,7 +260,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             let handle = ConnectionHandle(packet.parameters[0]) | ConnectionHandle(packet.parameters[1] & 0x0F) << 8
             if let connection = connections[handle] {
                 command.linkHandle = handle
-                command.link = connection
+                command.linkSerial = connection.serial
             }
         }
         commandQueue.append(command)
@@ -359,7 +365,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     /// unnoticed is a supervision timeout, and Apple reports `CBError.connectionTimeout` for it).
     private func controllerForgotLink(of command: PendingCommand) {
         guard state == .running, let handle = command.linkHandle, let connection = connections[handle],
-              connection === command.link else { return }
+              connection.serial == command.linkSerial else { return }
         let asked = command.packet.opcode == Disconnect.opcode && !connection.stalled
         let reason: HCIStatus = asked ? .connectionTerminatedByLocalHost : .connectionTimeout
         logger.warning("the controller no longer knows connection 0x\(String(handle, radix: 16)) (\(command.name): Unknown Connection Identifier) but never reported its end; ending it as disconnected (\(reason))")

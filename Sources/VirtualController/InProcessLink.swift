@@ -12,13 +12,13 @@ public final class InProcessHCILink: Sendable {
     public init() {
         hostEnd = End()
         controllerEnd = End()
-        hostEnd.state.withLock { $0.peer = controllerEnd }
-        controllerEnd.state.withLock { $0.peer = hostEnd }
+        // Before either end is published (by this initialiser's return): read without a lock.
+        hostEnd.peer = controllerEnd
+        controllerEnd.peer = hostEnd
     }
 
     public final class End: HCITransport, @unchecked Sendable {
         struct State {
-            var peer: End?
             var loop: EventLoop?
             var sink: HCIPacketSink?
             var closed = false
@@ -34,6 +34,9 @@ public final class InProcessHCILink: Sendable {
         /// through its side table, once per packet; the box is retained instead and its `let`
         /// is used without a retain. Set under `state`'s lock before any delivery job is posted.
         private nonisolated(unsafe) var openedSink: SinkBox?
+        /// The other end: set once by `InProcessHCILink.init`, before any other thread sees
+        /// either end, and never changed (a send takes no lock for it).
+        fileprivate(set) nonisolated(unsafe) var peer: End?
 
         final class SinkBox {
             let sink: HCIPacketSink
@@ -52,8 +55,9 @@ public final class InProcessHCILink: Sendable {
             if waiting > 0 { loop.execute { self.deliverArrived(waiting) } }
         }
 
+        /// Closing closes both ends (`close(peerError:)`), so the other end's check in
+        /// `deliver` stands for this one's.
         public func send(_ packet: HCIPacket) {
-            let peer = state.withLock { $0.closed ? nil : $0.peer }
             peer?.deliver(packet)
         }
 
@@ -80,7 +84,7 @@ public final class InProcessHCILink: Sendable {
 
         public func close(peerError: HCITransportError) {
             closeOne(nil)
-            state.withLock { $0.peer }?.closeOne(peerError)
+            peer?.closeOne(peerError)
         }
 
         func closeOne(_ error: HCITransportError?) {

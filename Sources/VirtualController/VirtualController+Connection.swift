@@ -179,14 +179,15 @@ extension VirtualController {
     }
 
     /// The next PDU to send: control first; data unless paused by an encryption procedure.
-    func nextPDU(_ connection: Connection) -> (pdu: DataPDU, releasesBuffer: Bool)? {
-        if let control = connection.controlQueue.popFirst() { return (control, false) }
+    /// (A struct, not a tuple: a tuple holding a `DataPDU` was destroyed through the runtime's
+    /// unspecialised tuple witness, ~120 instructions a PDU.)
+    func nextPDU(_ connection: Connection) -> Connection.Queued? {
+        if let control = connection.controlQueue.popFirst() { return Connection.Queued(pdu: control, releasesBuffer: false) }
         if connection.dataPaused { return nil }
-        if let queued = connection.dataQueue.popFirst() { return (queued.pdu, queued.releasesBuffer) }
-        return nil
+        return connection.dataQueue.popFirst()
     }
 
-    private func send(_ item: (pdu: DataPDU, releasesBuffer: Bool), on connection: Connection) {
+    private func send(_ item: Connection.Queued, on connection: Connection) {
         let delivered = transmit(connection, item.pdu)
         if delivered != nil && item.releasesBuffer { packetCompleted(connection.handle) }
         if item.pdu.llid == .control, case .terminateInd? = try? LLControlPDU(decoding: item.pdu.payload[...]) {
@@ -261,10 +262,9 @@ extension VirtualController {
 
     private func centralSendInEvent(_ connection: Connection) {
         guard radio.isLinkReachable(connection.accessAddress) else { return }
-        let item = nextPDU(connection) ?? (DataPDU(llid: .continuation, payload: []), false)
-        var pdu = item.pdu
-        pdu.moreData = hasMoreToSend(connection)
-        send((pdu, item.releasesBuffer), on: connection)
+        var item = nextPDU(connection) ?? Connection.Queued(pdu: DataPDU(llid: .continuation, payload: []), releasesBuffer: false)
+        item.pdu.moreData = hasMoreToSend(connection)
+        send(item, on: connection)
     }
 
     private func hasMoreToSend(_ connection: Connection) -> Bool {
@@ -279,10 +279,9 @@ extension VirtualController {
             // 150 µs long and never re-arms itself, and weak ones cost side-table work per packet.
             loop.schedule(afterNanoseconds: Self.interFrameSpaceNanoseconds) { [self, connection] in
                 guard connections[connection.handle] === connection else { return }
-                let item = self.nextPDU(connection) ?? (DataPDU(llid: .continuation, payload: []), false)
-                var reply = item.pdu
-                reply.moreData = self.hasMoreToSend(connection)
-                self.send((reply, item.releasesBuffer), on: connection)
+                var reply = self.nextPDU(connection) ?? Connection.Queued(pdu: DataPDU(llid: .continuation, payload: []), releasesBuffer: false)
+                reply.pdu.moreData = self.hasMoreToSend(connection)
+                self.send(reply, on: connection)
             }
         case .central:
             // Continue the event while either side has more and another whole exchange fits

@@ -49,7 +49,9 @@ extension RadioDevice {
 public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     public let loop: EventLoop
     @exclusivity(unchecked) public var airTime: AirTimeMode  // exclusivity checks: 0.8 % of notify
-    @exclusivity(unchecked) public var pathLoss: PathLossModel  // exclusivity checks: 0.28 % of notify
+    @exclusivity(unchecked) public var pathLoss: PathLossModel {  // exclusivity checks: 0.28 % of notify
+        didSet { geometry &+= 1 }
+    }
     @exclusivity(unchecked) var random: SeededGenerator  // exclusivity checks: 0.05 % of adv
 
     /// The weak reference to a device, boxed: an `Entry` is copied out of `devices` on every
@@ -89,7 +91,28 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     @exclusivity(unchecked) private var listenersByAdvertiser: [UInt64: [RadioDeviceID]] = [:]  // exclusivity checks: 0.06 % of conn
     private var nextID: RadioDeviceID = 1
     /// Connections by access address: the two devices in them and whether they can hear each other.
-    @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, (a: RadioDeviceID, b: RadioDeviceID, reachable: Bool)>()  // exclusivity checks: 0.55 % of notify
+    @exclusivity(unchecked) private var links = IntegerKeyMap<UInt32, Link>()  // exclusivity checks: 0.55 % of notify
+
+    struct Link {
+        var a: RadioDeviceID
+        var b: RadioDeviceID
+        var reachable: Bool
+        /// The mean RSSI each way, as of `geometry` (the radio's count of changes to positions,
+        /// transmit powers and the path-loss model): a data PDU reuses it rather than taking
+        /// a logarithm of the distance and looking both devices up again (~300 instructions).
+        var meanFromA = 0.0
+        var meanFromB = 0.0
+        var geometry: UInt64 = 0
+
+        init(a: RadioDeviceID, b: RadioDeviceID, reachable: Bool) {
+            self.a = a
+            self.b = b
+            self.reachable = reachable
+        }
+    }
+
+    /// Counts changes to what a mean RSSI depends on (starts at 1: a new link's cache is stale).
+    private var geometry: UInt64 = 1
     /// Statistics, for tests and benchmarks.
     @exclusivity(unchecked) public private(set) var advertisingPDUsSent = 0  // exclusivity checks: 0.11 % of adv
     @exclusivity(unchecked) public private(set) var dataPDUsSent = 0  // exclusivity checks: 0.28 % of notify
@@ -202,10 +225,14 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// Moves a device. Connections that go out of (or back into) range are told.
     public func move(_ id: RadioDeviceID, to position: RadioPosition) {
         devices[id]?.position = position
+        geometry &+= 1
         reevaluateLinks()
     }
 
-    public func setTxPowerOffset(_ id: RadioDeviceID, _ offset: Double) { devices[id]?.txPowerOffset = offset }
+    public func setTxPowerOffset(_ id: RadioDeviceID, _ offset: Double) {
+        devices[id]?.txPowerOffset = offset
+        geometry &+= 1
+    }
 
     /// Powers a device's radio off or on. While off it neither sends nor hears anything.
     public func setPowered(_ id: RadioDeviceID, _ on: Bool) {
@@ -218,7 +245,12 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// The RSSI `receiver` measures for `sender`'s transmission, or nil if it can't hear it.
     public func rssi(from sender: RadioDeviceID, to receiver: RadioDeviceID) -> Int8? {
         guard let s = devices[sender], let r = devices[receiver], s.poweredOn, r.poweredOn else { return nil }
-        var value = pathLoss.meanRSSI(distance: s.position.distance(to: r.position), txPowerOffset: s.txPowerOffset)
+        return sample(mean: pathLoss.meanRSSI(distance: s.position.distance(to: r.position), txPowerOffset: s.txPowerOffset))
+    }
+
+    /// One RSSI sample around `mean` (noise added), or nil below the sensitivity.
+    private func sample(mean: Double) -> Int8? {
+        var value = mean
         if pathLoss.noiseSigma > 0 { value += pathLoss.noiseSigma * random.gaussian() }
         guard value >= pathLoss.sensitivity else { return nil }
         return Int8(max(-127, min(20, value.rounded())))
@@ -300,7 +332,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
 
     /// Registers a connection between two devices under its access address.
     public func openLink(_ accessAddress: UInt32, between a: RadioDeviceID, and b: RadioDeviceID) {
-        links[accessAddress] = (a, b, inRange(a, b))
+        links[accessAddress] = Link(a: a, b: b, reachable: inRange(a, b))
     }
 
     public func closeLink(_ accessAddress: UInt32) { links[accessAddress] = nil }
@@ -316,9 +348,27 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// Returns the air time in nanoseconds (0 in instant mode), or nil if nobody received it.
     @discardableResult
     public func transmit(_ pdu: DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64? {
-        guard let link = links[accessAddress], link.reachable else { return nil }
-        let receiver = link.a == sender ? link.b : link.a
-        guard let entry = devices[receiver], let device = entry.device, let rssi = rssi(from: sender, to: receiver) else { return nil }
+        guard var link = links[accessAddress], link.reachable else { return nil }
+        let fromA = link.a == sender
+        let receiver = fromA ? link.b : link.a
+        guard let entry = devices[receiver], entry.poweredOn, let device = entry.device else { return nil }
+        let heard: Int8?
+        if fromA || link.b == sender {
+            // Both ends are powered on while the link is reachable (`setPowered` re-evaluates it).
+            if link.geometry != geometry {
+                guard let other = devices[sender] else { return nil }
+                let (a, b) = fromA ? (other, entry) : (entry, other)
+                let distance = a.position.distance(to: b.position)
+                link.meanFromA = pathLoss.meanRSSI(distance: distance, txPowerOffset: a.txPowerOffset)
+                link.meanFromB = pathLoss.meanRSSI(distance: distance, txPowerOffset: b.txPowerOffset)
+                link.geometry = geometry
+                links[accessAddress] = link
+            }
+            heard = sample(mean: fromA ? link.meanFromA : link.meanFromB)
+        } else {
+            heard = rssi(from: sender, to: receiver)
+        }
+        guard let rssi = heard else { return nil }
         dataPDUsSent += 1
         if let dataPDUObserver { dataPDUObserver(pdu, accessAddress, sender) }
         let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
