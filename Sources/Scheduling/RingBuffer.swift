@@ -7,7 +7,8 @@ public struct RingBuffer<Element> {
     @usableFromInline var storage: [Element?] = []
     @usableFromInline var head = 0
     @usableFromInline var _count = 0
-    /// How many elements the first append makes room for.
+    /// How many elements the first append makes room for: a power of two, as every capacity
+    /// after it (doubled), so that an index wraps with a mask rather than a division.
     @usableFromInline let initialCapacity: Int
 
     @inlinable
@@ -16,7 +17,9 @@ public struct RingBuffer<Element> {
     /// An empty queue; the first append makes room for `capacity` elements.
     @inlinable
     public init(capacity: Int = 16) {
-        initialCapacity = max(1, capacity)
+        var rounded = 1
+        while rounded < capacity { rounded <<= 1 }
+        initialCapacity = rounded
     }
 
     @inlinable
@@ -25,7 +28,7 @@ public struct RingBuffer<Element> {
     @inlinable
     public mutating func append(_ element: Element) {
         if count == storage.count { grow() }
-        storage[(head + count) % storage.count] = element
+        storage[(head &+ count) & (storage.count &- 1)] = element
         _count += 1
     }
 
@@ -33,7 +36,7 @@ public struct RingBuffer<Element> {
     public mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let element = storage[head].take()
-        head = (head + 1) % storage.count
+        head = (head &+ 1) & (storage.count &- 1)
         _count -= 1
         return element
     }
@@ -49,7 +52,7 @@ public struct RingBuffer<Element> {
     @inlinable
     mutating func grow() {
         var bigger: [Element?] = Array(repeating: nil, count: storage.isEmpty ? initialCapacity : storage.count * 2)
-        for i in 0..<count { bigger[i] = storage[(head + i) % storage.count] }
+        for i in 0..<count { bigger[i] = storage[(head &+ i) & (storage.count &- 1)] }
         storage = bigger
         head = 0
     }
