@@ -43,7 +43,16 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     @exclusivity(unchecked) public weak var events: CentralLinkEvents?  // exclusivity checks: 0.06 % of pair
     /// Set when the API side cancelled it.
     var cancellation: CentralDisconnection?
-    @exclusivity(unchecked) private var writes = RingBuffer<(handle: ATTHandle, value: [UInt8])>(capacity: 64)  // exclusivity checks: 0.06 % of pair
+    /// Writes without response the link's buffers have not taken yet, and the GATT procedures
+    /// the API side asked for after them: everything goes out in the order it was asked for, as
+    /// one ATT queue per link keeps it on iOS (a write with response after a stream of writes
+    /// without response, as a firmware update's commit, must not pass the last of them).
+    @exclusivity(unchecked) private var queued = RingBuffer<Queued>(capacity: 64)  // exclusivity checks: 0.06 % of pair
+
+    private enum Queued {
+        case write(handle: ATTHandle, value: [UInt8])
+        case procedure(() -> Void)
+    }
     @exclusivity(unchecked) public private(set) var isClosed = false  // exclusivity checks: 0.06 % of pair
     /// `corebluetooth.api`, tagged with the connection; made when first used.
     var logger: Logger { lazyLogger.logger }
@@ -66,7 +75,7 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     /// ask for Service Changed indications.
     func start() {
         bearer.addListener(self)
-        client.onReadyToSendWriteWithoutResponse = { [weak self] in self?.drainWrites() }
+        client.onReadyToSendWriteWithoutResponse = { [weak self] in self?.drainQueued() }
         client.onServiceChanged = { [weak self] range in self?.events?.linkServicesChanged(range) }
         events?.linkMTUChanged(bearer.mtu)
         readDeviceName()
@@ -101,72 +110,91 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     public func discoverPrimaryServices(uuid: BluetoothUUID?,
                                         completion: @escaping (Result<[DiscoveredService], GATTClientError>) -> Void) {
         assertOnLoop()
-        guard let uuid else { return client.discoverPrimaryServices(completion: completion) }
-        client.discoverPrimaryServices(uuid: uuid, completion: completion)
+        afterQueuedWrites { [client] in
+            guard let uuid else { return client.discoverPrimaryServices(completion: completion) }
+            client.discoverPrimaryServices(uuid: uuid, completion: completion)
+        }
     }
 
     public func discoverIncludedServices(of service: DiscoveredService,
                                          completion: @escaping (Result<[DiscoveredIncludedService], GATTClientError>) -> Void) {
         assertOnLoop()
-        client.discoverIncludedServices(of: service, completion: completion)
+        afterQueuedWrites { [client] in client.discoverIncludedServices(of: service, completion: completion) }
     }
 
     public func discoverCharacteristics(of service: DiscoveredService,
                                         completion: @escaping (Result<[DiscoveredCharacteristic], GATTClientError>) -> Void) {
         assertOnLoop()
-        client.discoverCharacteristics(of: service, completion: completion)
+        afterQueuedWrites { [client] in client.discoverCharacteristics(of: service, completion: completion) }
     }
 
     public func discoverDescriptors(of characteristic: DiscoveredCharacteristic,
                                     completion: @escaping (Result<[DiscoveredDescriptor], GATTClientError>) -> Void) {
         assertOnLoop()
-        client.discoverDescriptors(of: characteristic, completion: completion)
+        afterQueuedWrites { [client] in client.discoverDescriptors(of: characteristic, completion: completion) }
     }
 
     public func readValue(of handle: ATTHandle, completion: @escaping (Result<[UInt8], GATTClientError>) -> Void) {
         assertOnLoop()
-        client.readValue(of: handle, completion: completion)
+        afterQueuedWrites { [client] in client.readValue(of: handle, completion: completion) }
     }
 
     public func writeValue(_ value: [UInt8], to handle: ATTHandle, completion: @escaping (Result<Void, GATTClientError>) -> Void) {
         assertOnLoop()
-        client.writeValue(value, to: handle, completion: completion)
+        afterQueuedWrites { [client] in client.writeValue(value, to: handle, completion: completion) }
     }
 
     public func subscribe(to characteristic: DiscoveredCharacteristic, clientConfiguration: ATTHandle?,
                           onValue: @escaping ([UInt8]) -> Void, completion: @escaping (Result<Void, GATTClientError>) -> Void) {
         assertOnLoop()
-        client.subscribe(to: characteristic, clientConfiguration: clientConfiguration, onValue: onValue,
-                         completion: { completion($0.map { _ in () }) })
+        afterQueuedWrites { [client] in
+            client.subscribe(to: characteristic, clientConfiguration: clientConfiguration, onValue: onValue,
+                             completion: { completion($0.map { _ in () }) })
+        }
     }
 
     public func unsubscribe(from characteristic: DiscoveredCharacteristic, clientConfiguration: ATTHandle?,
                             completion: @escaping (Result<Void, GATTClientError>) -> Void) {
         assertOnLoop()
-        client.unsubscribe(from: characteristic, clientConfiguration: clientConfiguration, completion: completion)
+        afterQueuedWrites { [client] in
+            client.unsubscribe(from: characteristic, clientConfiguration: clientConfiguration, completion: completion)
+        }
     }
 
-    // MARK: Writes without response
+    // MARK: Writes without response, and what was asked after them
 
     /// Queues a write without response; it goes out as soon as the link's buffers take it.
     public func enqueueWrite(_ value: [UInt8], to handle: ATTHandle) {
         assertOnLoop()
-        writes.append((handle, value))
-        drainWrites()
+        queued.append(.write(handle: handle, value: value))
+        drainQueued()
     }
 
-    private func drainWrites() {
+    /// Starts `procedure` now, or after the writes without response queued before it.
+    private func afterQueuedWrites(_ procedure: @escaping () -> Void) {
+        if queued.isEmpty { return procedure() }
+        queued.append(.procedure(procedure))
+    }
+
+    private func drainQueued() {
         var sent = 0
         let limit = ATTMTU.maximumWriteValueLength(mtu: bearer.mtu)
-        while let next = writes.first {
-            if next.value.count > limit {
-                // Longer than one Write Command can carry: nothing can send it.
-                logger.debug("write without response of \(next.value.count) bytes dropped: at most \(limit) fit")
-            } else if !client.writeWithoutResponse(next.value, to: next.handle) {
-                break
+        while let next = queued.first {
+            switch next {
+            case .write(let handle, let value):
+                if value.count > limit {
+                    // Longer than one Write Command can carry: nothing can send it.
+                    logger.debug("write without response of \(value.count) bytes dropped: at most \(limit) fit")
+                } else if !client.writeWithoutResponse(value, to: handle) {
+                    if sent > 0 { events?.linkReturnedWriteBudget(sent) }
+                    return
+                }
+                _ = queued.popFirst()
+                sent += 1
+            case .procedure(let procedure):
+                _ = queued.popFirst()
+                procedure()
             }
-            _ = writes.popFirst()
-            sent += 1
         }
         if sent > 0 { events?.linkReturnedWriteBudget(sent) }
     }
@@ -175,7 +203,11 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        writes.removeAll()
+        // Writes without response are dropped; the procedures go to the GATT client, which
+        // fails them with the link's end as it fails those it queued itself.
+        while let next = queued.popFirst() {
+            if case .procedure(let procedure) = next { procedure() }
+        }
         bearer.removeListener(self)
         events?.linkClosed()
     }

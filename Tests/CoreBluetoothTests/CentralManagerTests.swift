@@ -588,6 +588,28 @@ final class CentralFixture: @unchecked Sendable {
         #expect(fixture.recorder.log.count(prefix: "wrote") == 0)
     }
 
+    /// A write with response (or a read) after writes without response that still wait for
+    /// the link's buffers goes after them, not past them: a stream's commit (a firmware
+    /// update's last control write) must not arrive before the stream's last chunks.
+    @Test func aRequestWaitsForTheWritesWithoutResponseQueuedBeforeIt() throws {
+        let fixture = try CentralFixture()
+        let peripheral = try fixture.exploredSensor()
+        let writable = try fixture.characteristic(CentralFixture.writable, of: peripheral)
+        // All at once, from this thread (which holds the radio's clock): more than the link's
+        // buffers take, so most wait in the link's queue when the write with response comes.
+        let total = 32
+        #expect(peripheral.canSendWriteWithoutResponse)
+        for n in 1...total where peripheral.canSendWriteWithoutResponse {
+            peripheral.writeValue(Data([UInt8(n)]), for: writable, type: .withoutResponse)
+        }
+        peripheral.writeValue(Data([0xFF, 0xFF]), for: writable, type: .withResponse)
+        #expect(fixture.wait(for: "wrote \(CentralFixture.writable.uuidString)"))
+        let values = fixture.writes.current.map(\.1)
+        #expect(values.count == total + 1)
+        #expect(values.last == [0xFF, 0xFF])
+        #expect(values.dropLast() == ArraySlice((1...total).map { [UInt8($0)] }))
+    }
+
     @Test func notificationsAndIndicationsArriveAsValueUpdates() throws {
         let fixture = try CentralFixture()
         let peripheral = try fixture.exploredSensor()
