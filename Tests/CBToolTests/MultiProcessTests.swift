@@ -145,14 +145,6 @@ final class Child: @unchecked Sendable {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            self?.append(data, error: false)
-        }
-        err.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            self?.append(data, error: true)
-        }
         process.terminationHandler = { [weak self] _ in
             guard let self else { return }
             condition.lock()
@@ -161,7 +153,14 @@ final class Child: @unchecked Sendable {
             condition.unlock()
         }
         try process.run()
+        readers = [
+            PipeReader(out.fileHandleForReading) { [weak self] data in self?.append(data, error: false) },
+            PipeReader(err.fileHandleForReading) { [weak self] data in self?.append(data, error: true) },
+        ]
     }
+
+    /// The output's and the errors' (set once, in init).
+    private var readers: [PipeReader] = []
 
     private func append(_ data: Data, error: Bool) {
         condition.lock()
@@ -209,12 +208,8 @@ final class Child: @unchecked Sendable {
         condition.unlock()
         guard done else { return nil }
         process.waitUntilExit()
-        // The pipes may still hold the last output: drain them.
-        for pipe in [process.standardOutput, process.standardError].compactMap({ $0 as? Pipe }) {
-            pipe.fileHandleForReading.readabilityHandler = nil
-            let rest = pipe.fileHandleForReading.readDataToEndOfFile()
-            append(rest, error: pipe === process.standardError as? Pipe)
-        }
+        // The pipes may still hold the last output: wait until the readers have it all.
+        for reader in readers { reader.waitForEnd() }
         return process.terminationStatus
     }
 

@@ -9,27 +9,6 @@ import VirtualController
 // Issue 16's acceptance: `kill -9` of a client in the middle of every procedure leaves the
 // daemon serving the others, with no leaked connection or subscription.
 
-/// What a child process writes, line by line, as it comes.
-private final class Lines: @unchecked Sendable {
-    // `text` is behind the lock; the pipe is set once.
-    private let lock = NSLock()
-    private var text = ""
-    let pipe = Pipe()
-
-    init() {
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                return
-            }
-            self?.lock.withLock { self?.text += String(decoding: data, as: UTF8.self) }
-        }
-    }
-
-    var lines: [String] { lock.withLock { text.split(separator: "\n").map(String.init) } }
-}
-
 private func uuid(_ text: String) -> CBUUID { CBUUID(string: text) }
 
 /// A pairing agent that keeps every prompt until the test lets it go.
@@ -278,13 +257,15 @@ struct DaemonKillProcessTests {
     static let daemonBinary = BuiltProducts.path("corebluetoothd", fallback: products.appendingPathComponent("corebluetoothd"))
     static let probeBinary = BuiltProducts.path("RestoreProbe", fallback: products.appendingPathComponent("RestoreProbe"))
 
-    private func launch(_ binary: String, _ arguments: [String], output: Lines, errors: Lines? = nil) throws -> Process {
+    private func launch(_ binary: String, _ arguments: [String], output: ChildOutput, errors: ChildOutput? = nil) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         process.standardOutput = output.pipe
         process.standardError = errors?.pipe ?? FileHandle.nullDevice
         try process.run()
+        output.start()
+        errors?.start()
         return process
     }
 
@@ -307,9 +288,9 @@ struct DaemonKillProcessTests {
         let radioServer = try RadioServer(path: radioPath, radio: VirtualRadio(loop: radioLoop, airTime: .instant, seed: 16))
         defer { radioServer.close() }
         let socketPath = temporaryPath("corebluetoothd.sock")
-        let daemonLog = Lines()
+        let daemonLog = ChildOutput()
         let daemon = try launch(Self.daemonBinary, ["--transport", "virtual:\(radioPath)", "--listen", socketPath],
-                                output: Lines(), errors: daemonLog)
+                                output: ChildOutput(), errors: daemonLog)
         defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
         try #require(await eventually { daemonAccepts(socketPath) })
 
@@ -352,7 +333,7 @@ struct DaemonKillProcessTests {
             let peripheral = service == "FEED" ? p : q
             p.hold()
             q.hold()
-            let output = Lines()
+            let output = ChildOutput()
             let victim = try launch(Self.probeBinary, [socketPath, "kill", procedure, service], output: output)
             defer { if victim.isRunning { kill(victim.processIdentifier, SIGKILL) } }
             #expect(await eventually(timeout: .seconds(15)) { output.lines.contains("notifying FEE3 true") },

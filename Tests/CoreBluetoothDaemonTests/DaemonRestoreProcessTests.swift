@@ -5,27 +5,6 @@ import TestTools
 import Testing
 import VirtualController
 
-/// What a child process writes, line by line, as it comes.
-private final class ChildOutput: @unchecked Sendable {
-    // `text` is behind the lock; the pipe is set once.
-    private let lock = NSLock()
-    private var text = ""
-    let pipe = Pipe()
-
-    init() {
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                return
-            }
-            self?.lock.withLock { self?.text += String(decoding: data, as: UTF8.self) }
-        }
-    }
-
-    var lines: [String] { lock.withLock { text.split(separator: "\n").map(String.init) } }
-}
-
 /// The peripheral of the test, in this process on the shared radio: one notifying
 /// characteristic; counts its subscribers coming and going.
 private final class NotifyingPeripheral: NSObject, CBPeripheralManagerDelegate, @unchecked Sendable {
@@ -129,6 +108,8 @@ struct DaemonRestoreProcessTests {
         process.standardOutput = output.pipe
         process.standardError = errors?.pipe ?? FileHandle.nullDevice
         try process.run()
+        output.start()
+        errors?.start()
         return process
     }
 

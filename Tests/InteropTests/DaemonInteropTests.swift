@@ -8,8 +8,7 @@ import Testing
 final class ToolProcess: @unchecked Sendable {
     static let directory = Interop.repository.appendingPathComponent(".build/debug")
     let process = Process()
-    private let lock = NSLock()
-    private var output = ""
+    private let output = ChildOutput()
 
     init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         let path = Self.directory.appendingPathComponent(name).path
@@ -17,18 +16,13 @@ final class ToolProcess: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard !data.isEmpty else { return }
-            self?.lock.withLock { self?.output += String(decoding: data, as: UTF8.self) }
-        }
+        process.standardOutput = output.pipe
+        process.standardError = output.pipe
         try process.run()
+        output.start()
     }
 
-    var text: String { lock.withLock { output } }
+    var text: String { output.text }
 
     @discardableResult
     func waitFor(_ line: String, timeout: Duration = .seconds(20)) -> Bool {

@@ -26,30 +26,23 @@ final class PeerProcess: @unchecked Sendable {
     let process = Process()
     let logPath: String
     private let input = Pipe()
-    private let lock = NSLock()
-    private var output = ""
+    private let output = ChildOutput()
 
     init(script: String, arguments: [String]) throws {
         let python = try Interop.requirePython()
         logPath = temporaryPath("\(script)-\(UUID().uuidString.prefix(8)).log")
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = ["-u", Interop.peers.appendingPathComponent(script).path] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
+        process.standardOutput = output.pipe
+        process.standardError = output.pipe
         process.standardInput = input
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = FileHandle(forWritingAtPath: logPath)
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard !data.isEmpty else { return }
-            log?.write(data)
-            self?.lock.withLock { self?.output += String(decoding: data, as: UTF8.self) }
-        }
         try process.run()
+        output.start { data in log?.write(data) }
     }
 
-    var text: String { lock.withLock { output } }
+    var text: String { output.text }
 
     /// Writes a line to the peer's standard input (peers driven step by step).
     func send(_ line: String) {
