@@ -44,9 +44,9 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     /// Set when the API side cancelled it.
     var cancellation: CentralDisconnection?
     /// Writes without response the link's buffers have not taken yet, and the GATT procedures
-    /// the API side asked for after them: everything goes out in the order it was asked for, as
-    /// one ATT queue per link keeps it on iOS (a write with response after a stream of writes
-    /// without response, as a firmware update's commit, must not pass the last of them).
+    /// the API side asked for after them: everything goes out in the order it was asked for (a
+    /// write with response after a stream of writes without response, as a firmware update's
+    /// commit, must not pass the last of them).
     @exclusivity(unchecked) private var queued = RingBuffer<Queued>(capacity: 64)  // exclusivity checks: 0.06 % of pair
 
     private enum Queued {
@@ -179,15 +179,14 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     private func drainQueued() {
         var sent = 0
         let limit = ATTMTU.maximumWriteValueLength(mtu: bearer.mtu)
-        while let next = queued.first {
+        draining: while let next = queued.first {
             switch next {
             case .write(let handle, let value):
                 if value.count > limit {
                     // Longer than one Write Command can carry: nothing can send it.
                     logger.debug("write without response of \(value.count) bytes dropped: at most \(limit) fit")
                 } else if !client.writeWithoutResponse(value, to: handle) {
-                    if sent > 0 { events?.linkReturnedWriteBudget(sent) }
-                    return
+                    break draining
                 }
                 _ = queued.popFirst()
                 sent += 1
