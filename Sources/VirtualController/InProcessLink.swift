@@ -20,39 +20,45 @@ public final class InProcessHCILink: Sendable {
     public final class End: HCITransport, @unchecked Sendable {
         struct State {
             var loop: EventLoop?
-            var sink: HCIPacketSink?
+            /// The sink, from `open` until the end closes: the sink's owner holds this end (a
+            /// driver holds its transport), so that the two, and all they hold, would otherwise
+            /// keep each other forever. The box is retained per delivery instead of the sink,
+            /// which is typically weakly referenced too (a retain through its side table).
+            var sink: SinkBox?
             var closed = false
             /// Packets that arrived and are not delivered yet: before this end opened (as a
-            /// socket would hold them), or waiting for their loop job. Each job delivers the
-            /// oldest, so packets keep their places among the loop's other jobs, and no job
-            /// needs a closure of its own per packet.
+            /// socket would hold them), or waiting for the delivery job.
             var arrived = RingBuffer<HCIPacket>(capacity: 4)
+            /// Whether a delivery job is posted and has not yet taken `arrived`: one job
+            /// delivers every packet that arrived before it ran (as a host reading a socket
+            /// takes all it holds), so a packet costs no job, closure or lock of its own.
+            var deliveryPosted = false
         }
         let state = Locked(State())
-        /// `state.sink`, which is never cleared once set, in a box of its own for the delivery
-        /// jobs: a sink is typically weakly referenced too, and retaining such an object goes
-        /// through its side table, once per packet; the box is retained instead and its `let`
-        /// is used without a retain. Set under `state`'s lock before any delivery job is posted.
-        private nonisolated(unsafe) var openedSink: SinkBox?
-        /// The other end: set once by `InProcessHCILink.init`, before any other thread sees
-        /// either end, and never changed (a send takes no lock for it).
+        /// The delivery job's buffer, swapped with `arrived` so that both keep their storage.
+        /// Used only by that job, on the loop.
+        private nonisolated(unsafe) var delivering = RingBuffer<HCIPacket>(capacity: 4)
+        /// The other end: set by `InProcessHCILink.init`, before any other thread sees either
+        /// end, and cleared on the loop when this end closes (a send, on the same loop, takes no
+        /// lock for it).
         fileprivate(set) nonisolated(unsafe) var peer: End?
 
-        final class SinkBox {
+        final class SinkBox: Sendable {
             let sink: HCIPacketSink
             init(_ sink: HCIPacketSink) { self.sink = sink }
         }
 
         public func open(on loop: EventLoop, sink: HCIPacketSink) throws {
-            let waiting: Int? = state.withLock { state in
+            let post: Bool? = state.withLock { state in
                 guard !state.closed else { return nil }
                 state.loop = loop
-                state.sink = sink
-                openedSink = SinkBox(sink)
-                return state.arrived.count
+                state.sink = SinkBox(sink)
+                guard !state.arrived.isEmpty, !state.deliveryPosted else { return false }
+                state.deliveryPosted = true
+                return true
             }
-            guard let waiting else { throw HCITransportError("in-process HCI link is closed") }
-            if waiting > 0 { loop.execute { self.deliverArrived(waiting) } }
+            guard let post else { throw HCITransportError("in-process HCI link is closed") }
+            if post { loop.execute { self.deliverArrived() } }
         }
 
         /// Closing closes both ends (`close(peerError:)`), so the other end's check in
@@ -65,18 +71,28 @@ public final class InProcessHCILink: Sendable {
             let loop: EventLoop? = state.withLock { state in
                 guard !state.closed else { return nil }
                 state.arrived.append(packet)
-                return state.loop
+                guard !state.deliveryPosted, let loop = state.loop else { return nil }
+                state.deliveryPosted = true
+                return loop
             }
-            loop?.execute { self.deliverArrived(1) }
+            loop?.execute { self.deliverArrived() }
         }
 
-        /// On the loop: hands the `count` oldest packets that arrived to the sink.
-        private func deliverArrived(_ count: Int) {
-            guard let box = openedSink else { return }
-            for _ in 0..<count {
-                guard let packet = state.withLock({ $0.arrived.popFirst() }) else { return }
-                box.sink.receive(packet)
+        /// On the loop: hands every packet that arrived to the sink, oldest first.
+        private func deliverArrived() {
+            var packets = RingBuffer<HCIPacket>(capacity: 4)
+            swap(&packets, &delivering)
+            let box: SinkBox? = state.withLock { state in
+                state.deliveryPosted = false
+                swap(&state.arrived, &packets)
+                return state.sink
             }
+            if let box {
+                while let packet = packets.popFirst() { box.sink.receive(packet) }
+            } else {
+                packets.removeAll()
+            }
+            delivering = packets
         }
 
         /// Closes both ends: this sink hears `nil`, the other end's sink hears `error`.
@@ -88,14 +104,21 @@ public final class InProcessHCILink: Sendable {
         }
 
         func closeOne(_ error: HCITransportError?) {
-            let opened: (EventLoop, HCIPacketSink)? = state.withLock { state in
+            let opened: (EventLoop, SinkBox)? = state.withLock { state in
                 guard !state.closed else { return nil }
                 state.closed = true
                 guard let loop = state.loop, let sink = state.sink else { return nil }
                 return (loop, sink)
             }
-            guard let (loop, sink) = opened else { return }
-            loop.execute { sink.transportClosed(error) }
+            guard let (loop, box) = opened else { return }
+            loop.execute {
+                box.sink.transportClosed(error)
+                // Nothing goes through a closed end again: it lets go of its sink and of the
+                // other end, which would otherwise keep each other (and the host and
+                // controller behind them) forever.
+                self.state.withLock { $0.sink = nil }
+                self.peer = nil
+            }
         }
     }
 }

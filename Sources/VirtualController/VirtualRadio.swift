@@ -373,10 +373,13 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         if let dataPDUObserver { dataPDUObserver(pdu, accessAddress, sender) }
         let air = airTime == .timed ? phy.airTimeNanoseconds(pduOctets: pdu.airOctets) : 0
         if air == 0 && loop.inLoop {
-            // Instant air: one loop job per PDU as before, in the same place among the loop's
-            // jobs, but the PDU waits in a queue rather than in a closure allocated for it.
+            // Instant air: the PDU waits in a queue, not in a closure allocated for it, and one
+            // loop job delivers every PDU sent before it ran.
             instantData.append(InstantData(receiver: entry.ref, pdu: pdu, accessAddress: accessAddress, rssi: rssi))
-            loop.execute { self.deliverInstantData() }
+            if !instantDeliveryPosted {
+                instantDeliveryPosted = true
+                loop.execute { self.deliverInstantData() }
+            }
         } else {
             deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
         }
@@ -393,12 +396,24 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         let rssi: Int8
     }
 
-    /// Data PDUs sent with no air time, oldest first; each has its own job on the loop (loop-confined).
+    /// Data PDUs sent with no air time, oldest first, waiting for the delivery job (loop-confined).
     @exclusivity(unchecked) private var instantData = RingBuffer<InstantData>()  // exclusivity checks: 0.6 % of notify
+    /// The delivery job's buffer, swapped with `instantData` so that both keep their storage.
+    @exclusivity(unchecked) private var instantDelivering = RingBuffer<InstantData>()
+    /// Whether a delivery job is posted and has not yet taken `instantData`.
+    private var instantDeliveryPosted = false
 
+    /// Delivers the PDUs sent before this job ran, oldest first; those their receivers send
+    /// meanwhile go in the next job.
     private func deliverInstantData() {
-        guard let next = instantData.popFirst() else { return }
-        next.receiver.device?.radioDidReceive(next.pdu, accessAddress: next.accessAddress, rssi: next.rssi)
+        instantDeliveryPosted = false
+        var batch = RingBuffer<InstantData>()
+        swap(&batch, &instantDelivering)
+        swap(&batch, &instantData)
+        while let next = batch.popFirst() {
+            next.receiver.device?.radioDidReceive(next.pdu, accessAddress: next.accessAddress, rssi: next.rssi)
+        }
+        instantDelivering = batch
     }
 
     /// Whether the two devices of a connection can currently hear each other.

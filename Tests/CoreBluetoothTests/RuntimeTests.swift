@@ -3,7 +3,10 @@ import Foundation
 import TestSupport
 import Testing
 @testable import CoreBluetooth
+import HCIDriver
+import HostDevice
 import HostStack
+import VirtualController
 
 private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeripheralManagerDelegate, @unchecked Sendable {
     let log = EventLog()
@@ -26,6 +29,31 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
         #expect(central.state == .poweredOn && peripheral.state == .poweredOn)
         #expect(central.linuxDeviceAddress != peripheral.linuxDeviceAddress)
         #expect(central.linuxDeviceAddress?.hasPrefix("CB:") == true)
+    }
+
+    /// A manager's device (controller, HCI link, host stack) goes when its last manager does:
+    /// apps and test suites make and drop managers and radios by the thousand.
+    @Test func aReleasedManagerLeavesNothingOfItsDeviceBehind() throws {
+        let radio = CBVirtualRadio(clock: .virtual)
+        let delegate = StateDelegate()
+        weak var controller: VirtualController?
+        weak var hostDevice: HostDevice?
+        weak var driver: HCIDriver?
+        weak var localDevice: LocalDevice?
+        do {
+            let central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: delegate, queue: DispatchQueue(label: "c")) }
+            #expect(radio.run(until: { delegate.log.contains("central 5") }, timeout: .seconds(1)))
+            let device = try #require(central.device)
+            localDevice = device
+            let parts = radio.loop.sync { (device.controller, device.hostDevice, device.hostDevice?.host.driver) }
+            (controller, hostDevice, driver) = parts
+            #expect(controller != nil && hostDevice != nil && driver != nil)
+        }
+        radio.run(for: .milliseconds(10))
+        #expect(localDevice == nil)
+        #expect(hostDevice == nil)
+        #expect(driver == nil)
+        #expect(controller == nil)
     }
 
     @Test func callsBeforePoweredOnAreReportedAsMisuseAndIgnored() throws {
