@@ -8,6 +8,7 @@ import HostStack
 import RemoteRoles
 import SMP
 import Scheduling
+import Synchronization
 
 /// What both managers share: the state of the local Bluetooth device.
 ///
@@ -16,10 +17,12 @@ import Scheduling
 /// a device of its own: see ``CBVirtualRadio`` and ``CBManagerOptionLinuxTransportKey``.
 open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
     // @unchecked: the app-visible state below is guarded by `objectLock` (the manager's own,
-    // see ``ObjectLock``); `attemptState` is confined to the role's loop; the rest is immutable.
+    // see ``ObjectLock``) or atomic (`state`); `attemptState` is confined to the role's loop; the rest is immutable.
     /// The manager's lock, shared by the objects the stack makes for it.
     let objectLock = ObjectLock()
-    private var stateStorage: CBManagerState = .unknown
+    /// `state`'s raw value, atomic rather than under `objectLock`: every call that needs the
+    /// manager powered on reads it (`updateValue`, once a notification).
+    private let stateStorage = Atomic<Int>(CBManagerState.unknown.rawValue)
     private var unavailableReasonStorage: String?
     private var pairingAgentStorage: (any CBPairingAgent)?
     /// What opening this manager's controller said about the permission to use it.
@@ -35,7 +38,7 @@ open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
     /// when there is no such controller, `.resetting` while another process holds the adapter
     /// (retried; `.poweredOn` once it is free), `.poweredOff` while it is blocked by rfkill.
     /// ``linuxUnavailableReason`` says why and what to do.
-    open var state: CBManagerState { synchronized { stateStorage } }
+    open var state: CBManagerState { CBManagerState(rawValue: stateStorage.load(ordering: .acquiring)) ?? .unknown }
 
     /// This manager's authorization to use Bluetooth: `.denied` when opening its controller
     /// failed for want of a permission (its state is then `.unauthorized`), otherwise the class
@@ -304,7 +307,7 @@ open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
     func deliverState(_ newState: CBManagerState) {
         callbacks.async { [weak self] in
             guard let self else { return }
-            synchronized { self.stateStorage = newState }
+            self.stateStorage.store(newState.rawValue, ordering: .releasing)
             self.stateDidChange()
         }
     }
