@@ -36,12 +36,13 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
     @Test func aReleasedManagerLeavesNothingOfItsDeviceBehind() throws {
         let radio = CBVirtualRadio(clock: .virtual)
         let delegate = StateDelegate()
+        let queue = DispatchQueue(label: "c")
         weak var controller: VirtualController?
         weak var hostDevice: HostDevice?
         weak var driver: HCIDriver?
         weak var localDevice: LocalDevice?
         do {
-            let central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: delegate, queue: DispatchQueue(label: "c")) }
+            let central = CBVirtualRadio.withCurrent(radio) { CBCentralManager(delegate: delegate, queue: queue) }
             #expect(radio.run(until: { delegate.log.contains("central 5") }, timeout: .seconds(1)))
             let device = try #require(central.device)
             localDevice = device
@@ -49,6 +50,9 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
             (controller, hostDevice, driver) = parts
             #expect(controller != nil && hostDevice != nil && driver != nil)
         }
+        // A callback block still finishing on the delegate queue may hold the manager: the
+        // manager's going (and the jobs it posts) comes after it.
+        queue.sync {}
         radio.run(for: .milliseconds(10))
         #expect(localDevice == nil)
         #expect(hostDevice == nil)
