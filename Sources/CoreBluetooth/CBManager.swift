@@ -17,7 +17,8 @@ import Synchronization
 /// a device of its own: see ``CBVirtualRadio`` and ``CBManagerOptionLinuxTransportKey``.
 open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
     // @unchecked: the app-visible state below is guarded by `objectLock` (the manager's own,
-    // see ``ObjectLock``) or atomic (`state`); `attemptState` is confined to the role's loop; the rest is immutable.
+    // see ``ObjectLock``) or atomic (`state`); `attemptState` is confined to the role's loop;
+    // the rest is immutable.
     /// The manager's lock, shared by the objects the stack makes for it.
     let objectLock = ObjectLock()
     /// `state`'s raw value, atomic rather than under `objectLock`: every call that needs the

@@ -11,7 +11,7 @@ import VirtualController
 let benchService = CBUUID(string: "6E400001-B5A3-F393-E0A9-E50E24DCCA9E")
 let benchCharacteristic = CBUUID(string: "6E400003-B5A3-F393-E0A9-E50E24DCCA9E")
 
-/// A number behind a lock: written on a delegate queue, read by the driving thread's conditions.
+/// A number, atomic: written on a delegate queue, read by the driving thread's conditions.
 final class Count: Sendable {
     private let storage = Atomic<Int>(0)
     var value: Int { storage.load(ordering: .acquiring) }
@@ -22,14 +22,14 @@ final class Count: Sendable {
 /// every callback, and a lock there and in the callback (~250 instructions a notification) was
 /// the harness's cost counted as the stack's.
 final class Received: Sendable {
-    private let count = Atomic<Int>(0)
-    private let bytes = Atomic<Int>(0)
-    var value: Int { count.load(ordering: .acquiring) }
+    private let count = Count()
+    private let bytes = Count()
+    var value: Int { count.value }
     /// Complete for every notification `value` counts (added before it).
-    var byteCount: Int { bytes.load(ordering: .acquiring) }
+    var byteCount: Int { bytes.value }
     func add(bytes n: Int) {
-        bytes.add(n, ordering: .relaxed)
-        count.add(1, ordering: .releasing)
+        bytes.add(n)
+        count.add()
     }
 }
 
