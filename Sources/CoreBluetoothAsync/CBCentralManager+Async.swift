@@ -80,9 +80,8 @@ extension CBCentralManager {
         })
         defer { removeEventTap(token) }
         // In a synchronous closure, so that the name means Apple's call and not this one.
-        let start = { [self] in connect(peripheral, options: options) }
-        start()
-        try await outcome.value(onCancel: { [self] in cancelPeripheralConnection(peripheral) })
+        let start = { [self] () -> Void? in connect(peripheral, options: options); return nil }
+        try await outcome.value(onCancel: { [self] in cancelPeripheralConnection(peripheral) }, after: start)
     }
 
     /// **Linux extension.** Disconnects from `peripheral`, or cancels its pending connection
@@ -104,8 +103,7 @@ extension CBCentralManager {
         defer { removeEventTap(token) }
         // Gone between the check and the tap: nothing more will be reported.
         guard peripheral.state != .disconnected else { return }
-        cancelPeripheralConnection(peripheral)
-        try await outcome.value()
+        try await outcome.value(after: { [self] () -> Void? in cancelPeripheralConnection(peripheral); return nil })
     }
 }
 

@@ -12,12 +12,11 @@ extension CBPeripheral {
     {
         try Task.checkCancellation()
         let outcome = Outcome<Value>()
-        guard let watch = PeripheralWatch(self, onEvent: { event in answer(event).map(outcome.finish) },
+        guard let watch = PeripheralWatch(self, onEvent: { event in if let result = answer(event) { outcome.finish(result) } },
                                           onEnd: { outcome.finish(.failure($0)) })
         else { throw CBError(.notConnected) }
         defer { watch.remove() }
-        if let value = start(self) { return value }
-        return try await outcome.value()
+        return try await outcome.value(after: { start(self) })
     }
 
     /// **Linux extension.** Discovers the services with these UUIDs (all when nil or empty)

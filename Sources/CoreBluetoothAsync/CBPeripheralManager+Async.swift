@@ -108,13 +108,13 @@ extension CBPeripheralManager {
         let outcome = Outcome<Value>()
         let token = addEventTap(PeripheralManagerTap { event in
             if case .state(let state) = event, state != .poweredOn {
-                return outcome.finish(.failure(poweredOff(state)))
+                outcome.finish(.failure(poweredOff(state)))
+            } else if let result = answer(event) {
+                outcome.finish(result)
             }
-            answer(event).map(outcome.finish)
         })
         defer { removeEventTap(token) }
-        if let value = start() { return value }
-        return try await outcome.value(onCancel: onCancel)
+        return try await outcome.value(onCancel: onCancel, after: start)
     }
 
     /// **Linux extension.** Publishes `service` (`add(_:)`) and returns once it is in the
@@ -123,10 +123,8 @@ extension CBPeripheralManager {
     public func add(_ service: CBMutableService) async throws {
         try Task.checkCancellation()
         guard state == .poweredOn else { throw poweredOff(state) }
-        // Whichever comes first, the answer or the cancellation, decides; a cancelled wait
-        // leaves its tap on until the answer, to remove a service added after all.
-        enum Race { case waiting, answered, cancelled }
-        let race = Locked(Race.waiting)
+        // Whichever finishes the outcome first, the answer or the cancellation, decides; a
+        // cancelled wait leaves its tap on until the answer, to remove a service added after all.
         let token = Locked<CBEventTapToken?>(nil)
         let outcome = Outcome<Void>()
         let tap = PeripheralManagerTap { [self] event in
@@ -139,22 +137,27 @@ extension CBPeripheralManager {
             default:
                 return
             }
-            let cancelled = race.withLock { race -> Bool in
-                if race == .waiting { race = .answered }
-                return race == .cancelled
-            }
-            guard cancelled else { return outcome.finish(result) }
+            guard !outcome.finish(result) else { return }
             if case .success = result { remove(service) }
             token.withLock { $0 }.map(removeEventTap)
         }
         token.withLock { $0 = addEventTap(tap) }
-        defer { if race.withLock({ $0 }) != .cancelled { token.withLock { $0 }.map(removeEventTap) } }
-        // In a synchronous closure, so that the name means Apple's call and not this one.
-        let start = { [self] in add(service) }
-        start()
-        try await outcome.value(onCancel: {
-            race.withLock { if $0 == .waiting { $0 = .cancelled } }
-        })
+        var asked = false
+        do {
+            // In a synchronous closure, so that the name means Apple's call and not this one.
+            try await outcome.value(after: { [self] () -> Void? in
+                asked = true
+                add(service)
+                return nil
+            })
+        } catch is CancellationError where asked {
+            // The answer is still to come: the tap removes the service if it was added.
+            throw CancellationError()
+        } catch {
+            token.withLock { $0 }.map(removeEventTap)
+            throw error
+        }
+        token.withLock { $0 }.map(removeEventTap)
     }
 
     /// **Linux extension.** Starts advertising (`startAdvertising(_:)`) and returns once the

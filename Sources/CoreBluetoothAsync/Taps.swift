@@ -136,21 +136,41 @@ final class Outcome<Value: Sendable>: Sendable {
         case done(Result<Value, any Error>)
     }
 
-    private let state = Locked<State>(.waiting(nil))
+    /// Whether the request is out and whether a cancellation that won waits for it to be.
+    private enum Request { case notStarted, started, cancelledBeforeStart }
 
-    func finish(_ result: Result<Value, any Error>) {
-        let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
-            guard case .waiting(let continuation) = state else { return nil }
+    private let state = Locked<State>(.waiting(nil))
+    private let request = Locked(Request.notStarted)
+
+    /// Finishes the await with `result` unless something finished it first; true when this
+    /// result is the one the await returns (the caller undoes what a losing answer did).
+    @discardableResult
+    func finish(_ result: Result<Value, any Error>) -> Bool {
+        let (won, continuation) = state.withLock { state -> (Bool, CheckedContinuation<Value, any Error>?) in
+            guard case .waiting(let continuation) = state else { return (false, nil) }
             state = .done(result)
-            return continuation
+            return (true, continuation)
         }
         continuation?.resume(with: result)
+        return won
     }
 
-    /// Waits for the result; cancelling the task finishes it with `CancellationError`.
-    func value(onCancel: @escaping @Sendable () -> Void = {}) async throws -> Value {
+    /// Sends the request (`start`, which may answer at once with a non-nil value) and waits
+    /// for the result. The task's cancellation is heard from before `start` runs, so a
+    /// `cancel()` that comes before the answer always wins (throwing `CancellationError`), and
+    /// `onCancel` runs only then, once the request is out: an answer that won is not undone,
+    /// and nothing is undone before it was done.
+    func value(onCancel: @escaping @Sendable () -> Void = {}, after start: () -> Value?) async throws -> Value {
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+            // Cancelled before anything was asked: nothing to ask, nothing to undo.
+            guard !Task.isCancelled else { throw CancellationError() }
+            if let value = start() { finish(.success(value)) }
+            let undo = request.withLock { request -> Bool in
+                defer { request = .started }
+                return request == .cancelledBeforeStart
+            }
+            if undo { onCancel() }
+            return try await withCheckedThrowingContinuation { continuation in
                 let early = state.withLock { state -> Result<Value, any Error>? in
                     switch state {
                     case .done(let result): return result
@@ -160,10 +180,13 @@ final class Outcome<Value: Sendable>: Sendable {
                 if let early { continuation.resume(with: early) }
             }
         } onCancel: {
-            // Finished first: what `onCancel` starts (a cancelled connection's disconnection)
-            // must not finish the wait with its own outcome before the cancellation does.
-            self.finish(.failure(CancellationError()))
-            onCancel()
+            guard self.finish(.failure(CancellationError())) else { return }
+            let started = self.request.withLock { request -> Bool in
+                if request == .started { return true }
+                request = .cancelledBeforeStart
+                return false
+            }
+            if started { onCancel() }
         }
     }
 }

@@ -195,6 +195,32 @@ struct AsyncPeripheralManagerTests {
         #expect(!fixture.manager.isAdvertising)
     }
 
+    @Test func aCancellationAfterTheAnswerUndoesNothing() async throws {
+        let fixture = await AsyncPeripheralFixture()
+        try await fixture.manager.add(fixture.makeService())
+        let seen = Happenings()
+        let token = fixture.manager.addEventTap(AdvertisingWatcher(seen))
+        defer { fixture.manager.removeEventTap(token) }
+        // The task runs on a queue the test holds, so it cannot go on past its await while the
+        // answer arrives and the cancellation comes after it: the answer won, and the
+        // advertising stays on (the cancellation used to stop it, and the call still returned).
+        let executor = HeldExecutor()
+        fixture.queue.suspend()
+        let starting = Task(executorPreference: executor) {
+            try await fixture.manager.startAdvertising([CBAdvertisementDataLocalNameKey: "Answered"])
+        }
+        executor.queue.sync {}  // the task's first run ended at its await
+        executor.queue.suspend()
+        fixture.queue.resume()
+        await seen.wait(for: "advertising")
+        fixture.queue.sync {}  // every tap has heard the answer
+        starting.cancel()
+        executor.queue.resume()
+        try await starting.value
+        try await fixture.manager.add(CBMutableService(type: CBUUID(string: "5A1E10FE-0000-1000-8000-00805F9B34FB"), primary: true))
+        #expect(fixture.manager.isAdvertising)
+    }
+
     @Test func aCancelledUpdateValueSendsNothingAndThrows() async throws {
         let fixture = await AsyncPeripheralFixture()
         try await fixture.manager.add(fixture.makeService())
@@ -231,5 +257,29 @@ struct AsyncPeripheralManagerTests {
         // On a peripheral that disconnected, an open fails at once, as every await does.
         fixture.central.cancelPeripheralConnection(peripheral)
         await #expect(throws: CBError.self) { try await peripheral.openL2CAPChannel(psm) }
+    }
+}
+
+/// Hears that advertising started, beside the async extension's own tap.
+private final class AdvertisingWatcher: NSObject, CBPeripheralManagerDelegate {
+    private let seen: Happenings
+
+    init(_ seen: Happenings) { self.seen = seen }
+
+    func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) {}
+
+    func peripheralManagerDidStartAdvertising(_ peripheral: CBPeripheralManager, error: Error?) {
+        seen.append("advertising")
+    }
+}
+
+/// A task executor on a serial queue the test can suspend: a task that prefers it does not
+/// run while the queue is held.
+private final class HeldExecutor: TaskExecutor {
+    let queue = DispatchQueue(label: "held task executor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
