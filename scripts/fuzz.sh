@@ -16,6 +16,8 @@
 # FUZZ_JOBS_NICE=1 runs the fuzzers under `nice -n 10` (on a shared machine); FUZZ_RUNS=N stops
 # a target after N executions if that comes before SECONDS. Every run is logged (time, target,
 # executions, result) in .build-fuzz/runs.tsv, where FUZZING.md's counts come from.
+# FUZZ_NO_BUILD=1 runs the fuzzers as they were last built (long campaigns in chunks: the no-op
+# `swift build` of every module takes minutes on a loaded machine); a missing one is an error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +51,8 @@ modules=$(cat Fuzz/Targets/*.swift 2>/dev/null | sed -n 's/^\(@testable \)\{0,1\
 [ -n "$modules" ] || { echo "fuzz: no harness in Fuzz/Targets" >&2; exit 2; }
 start=$(date +%s)
 mkdir -p "$scratch"
+no_build=${FUZZ_NO_BUILD:-0}
+[ "$no_build" = 1 ] && modules=
 for module in $modules; do
     if ! swift build "${build_config[@]}" --target "$module" --sanitize=address -Xswiftc "-sanitize-coverage=$coverage" \
         --scratch-path "$scratch" >"$scratch/build.log" 2>&1; then
@@ -69,6 +73,10 @@ while IFS= read -r m; do maps+=(-Xcc "-fmodule-map-file=$m"); done < <(find "$sc
 mkdir -p "$scratch/fuzzers" Fuzz/findings
 for target in "${targets[@]}"; do
     out="$scratch/fuzzers/$target"
+    if [ "$no_build" = 1 ]; then
+        [ -x "$out" ] || { echo "fuzz: FUZZ_NO_BUILD=1 but $out was never built" >&2; exit 2; }
+        continue
+    fi
     # Linked already, and nothing it is made of changed since.
     if [ -f "$out" ] && [ -z "$(find "Fuzz/Targets/$target.swift" Fuzz/Support "$debug" -newer "$out" \
         \( -name '*.swift' -o -name '*.o' \) -print -quit)" ]; then continue; fi
