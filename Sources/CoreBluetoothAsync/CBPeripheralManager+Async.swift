@@ -143,6 +143,8 @@ extension CBPeripheralManager {
         }
         token.withLock { $0 = addEventTap(tap) }
         var asked = false
+        var keepTap = false
+        defer { if !keepTap { token.withLock { $0 }.map(removeEventTap) } }
         do {
             // In a synchronous closure, so that the name means Apple's call and not this one.
             try await outcome.value(after: { [self] () -> Void? in
@@ -152,12 +154,9 @@ extension CBPeripheralManager {
             })
         } catch is CancellationError where asked {
             // The answer is still to come: the tap removes the service if it was added.
+            keepTap = true
             throw CancellationError()
-        } catch {
-            token.withLock { $0 }.map(removeEventTap)
-            throw error
         }
-        token.withLock { $0 }.map(removeEventTap)
     }
 
     /// **Linux extension.** Starts advertising (`startAdvertising(_:)`) and returns once the
