@@ -6,6 +6,7 @@ import Testing
 import HCIDriver
 import HostDevice
 import HostStack
+import Scheduling
 import VirtualController
 
 private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeripheralManagerDelegate, @unchecked Sendable {
@@ -223,5 +224,61 @@ private func busy(microseconds: Int) {
         #expect(radio.run(until: { owner.counts.calls == 1 }, timeout: .seconds(1)))
         #expect(owner.counts.beforeStore == 0)
         #expect(central.state == .poweredOn)
+    }
+}
+
+/// What `CBVirtualRadio.run(until:)` waits with. Every callback of the process checks every
+/// waiter, from a snapshot of the list, on its own thread: the test's objects the condition
+/// captured must still go when the wait ends, not when that thread lets go of its snapshot
+/// (`releasingThePeripheralCancelsItsConnection` failed one run in ten under load: the
+/// peripheral outlived its wait, or cancelled its connection after the test's deadline).
+@Suite struct CallbackWaiterTests {
+    final class Token: Sendable {}
+
+    @Test func anEndedWaitLetsGoOfWhatItsConditionCaptured() {
+        weak var captured: Token?
+        // As a checking thread's snapshot of the list holds it.
+        var snapshot: [CallbackWaiters.Waiter] = []
+        do {
+            let token = Token()
+            captured = token
+            let waiter = CallbackWaiters.Waiter(condition: { withExtendedLifetime(token) { true } }, clock: nil)
+            snapshot.append(waiter)
+            waiter.check()
+            waiter.end()
+        }
+        #expect(snapshot.first?.satisfied == true)
+        #expect(captured == nil)
+        // Checks after the end find nothing to run.
+        snapshot.first?.check()
+    }
+
+    @Test func theEndWaitsForACheckRunningTheCondition() {
+        weak var captured: Token?
+        let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), ended = DispatchSemaphore(value: 0)
+        let evaluated = Locked(false)
+        let waiter: CallbackWaiters.Waiter
+        do {
+            let token = Token()
+            captured = token
+            waiter = CallbackWaiters.Waiter(condition: {
+                entered.signal()
+                proceed.wait()
+                withExtendedLifetime(token) { evaluated.withLock { $0 = true } }
+                return false
+            }, clock: nil)
+        }
+        DispatchQueue.global().async { waiter.check() }
+        entered.wait()
+        // The wait is over while the other thread is inside the condition.
+        waiter.expire()
+        DispatchQueue.global().async {
+            waiter.end()
+            ended.signal()
+        }
+        proceed.signal()
+        ended.wait()
+        #expect(evaluated.withLock { $0 })
+        #expect(captured == nil)
     }
 }

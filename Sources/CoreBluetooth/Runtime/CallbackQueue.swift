@@ -144,7 +144,15 @@ final class CallbackWaiters: @unchecked Sendable {
     /// block briefly (a test reading loop-confined state through the loop), and a lock held
     /// across that would deadlock against the loop reporting its own callback.
     final class Waiter: @unchecked Sendable {
-        private let condition: @Sendable () -> Bool
+        /// Until the wait ends (`end()`), then dropped, so that what it captured is let go by
+        /// the waiting thread: `callbackFinished` checks every waiter of the process from a
+        /// snapshot of the list, and a thread holding one (any manager's callback, other
+        /// radios' included) kept a test's objects alive past its wait for as long as it was
+        /// descheduled (a released peripheral stayed alive, or cancelled its connection late,
+        /// under load). Written only by the waiting thread; read by checkers under `signal`.
+        private var condition: (@Sendable () -> Bool)?
+        /// Checks running the condition outside the lock (under `signal`'s lock).
+        private var checking = 0
         /// The clock of the radio waited on (nil for the wall clock): taken (held) when the
         /// wait ends, so the waiting thread owns the clock again.
         let clock: EventLoop?
@@ -163,18 +171,39 @@ final class CallbackWaiters: @unchecked Sendable {
         private var finished: Bool { finishedFlag.load(ordering: .acquiring) }
 
         func check() {
-            guard !finished, condition() else { return }
+            guard !finished else { return }
+            signal.lock()
+            guard !finished, let running = condition else { return signal.unlock() }
+            checking += 1
+            signal.unlock()
+            let holds = running()
+            // This thread's reference goes before the count does (`end()` waits for the count).
+            _ = consume running
             signal.lock()
             defer { signal.unlock() }
-            guard !finished else { return }
+            checking -= 1
+            if checking == 0 { signal.broadcast() }
+            guard holds, !finished else { return }
             finish(satisfied: true)
+        }
+
+        /// The wait is over and the waiter out of the list: once the checks running now are
+        /// done, the condition (and what it captured) goes, on this thread.
+        func end() {
+            signal.lock()
+            while checking > 0 { signal.wait() }
+            let dropped = condition
+            condition = nil
+            signal.unlock()
+            // Outside the lock: a deinit it runs may end in a callback that checks waiters.
+            _ = consume dropped
         }
 
         /// Before the waiting thread lets go of the clock: whether the condition holds already.
         /// The thread still holds the clock, so a hold taken by a callback that got there
         /// first is given back.
         func isAlreadySatisfied() -> Bool {
-            let holds = condition()
+            let holds = condition?() ?? false
             signal.lock()
             defer { signal.unlock() }
             if finished {
@@ -208,7 +237,7 @@ final class CallbackWaiters: @unchecked Sendable {
             while !finished {
                 if !signal.wait(until: wallDeadline) {
                     signal.unlock()
-                    let holds = condition()
+                    let holds = condition?() ?? false
                     signal.lock()
                     if !finished { finish(satisfied: holds) }
                 }
