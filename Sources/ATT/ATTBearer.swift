@@ -386,9 +386,10 @@ public final class ATTBearer: @unchecked Sendable {
     // Notifications and indications are decoded by their own type's decoder, not through the
     // `ATTPDU` enum: the hottest PDUs, and wrapping and unwrapping the enum cost more than
     // reading them.
-    private func receiveNotification(_ bytes: [UInt8], _ opcode: ATTOpcode) {
+    private func receiveNotification(_ bytes: consuming [UInt8], _ opcode: ATTOpcode) {
         switch opcode {
         case .handleValueNotification:
+            // Handed over from the channel: the value is the PDU's buffer (no copy).
             guard let n = decodeUnanswered(bytes, opcode, ATTPDU.HandleValueNotification.init(decoding:)) else { return }
             onNotification?(n.attributeHandle, n.attributeValue)
         case .multipleHandleValueNotification:
@@ -410,8 +411,8 @@ public final class ATTBearer: @unchecked Sendable {
 
     /// Decodes a PDU nobody answers with an error (with `decode`, `ATTPDU`'s decoder unless the
     /// type is known): oversized or malformed ones are dropped.
-    private func decodeUnanswered<PDU>(_ bytes: [UInt8], _ opcode: ATTOpcode,
-                                       _ decode: ([UInt8]) throws -> PDU = ATTPDU.init(decoding:)) -> PDU? {
+    private func decodeUnanswered<PDU>(_ bytes: consuming [UInt8], _ opcode: ATTOpcode,
+                                       _ decode: (consuming [UInt8]) throws -> PDU = ATTPDU.init(decoding:)) -> PDU? {
         guard bytes.count <= mtu else {
             logger.debug("\(opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu); dropped")
             return nil
@@ -612,7 +613,7 @@ public final class ATTBearer: @unchecked Sendable {
 
     // MARK: - Both
 
-    private func receive(_ bytes: [UInt8]) {
+    private func receive(_ bytes: consuming [UInt8]) {
         guard isOpen, let first = bytes.first else { return }
         let opcode = ATTOpcode(first)
         switch opcode.kind {

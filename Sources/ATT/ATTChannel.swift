@@ -9,8 +9,9 @@ import L2CAP
 public protocol ATTChannel: AnyObject {
     /// Sends one SDU (one ATT PDU); false when the link is down or its queue refuses it.
     @discardableResult func send(_ sdu: [UInt8]) -> Bool
-    /// Each SDU the peer sent.
-    var onReceive: (([UInt8]) -> Void)? { get set }
+    /// Each SDU the peer sent, handed over (the receiver may take the SDU's buffer as its own:
+    /// a notification's value is the SDU with the ATT header taken off in place).
+    var onReceive: ((consuming [UInt8]) -> Void)? { get set }
     /// The link went down.
     var onClose: (() -> Void)? { get set }
     /// The link's outbound queue drained after PDUs had to wait.

@@ -17,6 +17,21 @@ extension ATTPDU {
             attributeValue = reader.rest()
         }
 
+        /// Decodes a whole PDU (what the protocol's `init(decoding:)` does), the value being the
+        /// PDU's own buffer with the three header octets taken off in place: no allocation when
+        /// the caller hands over the only reference, as the bearer's receive path does (the
+        /// hottest PDU of all).
+        public init(decoding pdu: consuming [UInt8]) throws {
+            // Read in place, as `BasicFrame` reads its header (a reader would hold a reference).
+            let name = Self.opcode.name
+            guard pdu.count >= 1 else { throw DecodeError.truncated(name, needed: 1, available: 0) }
+            guard ATTOpcode(pdu[0]) == Self.opcode else { throw DecodeError("\(name): unexpected opcode \(ATTOpcode(pdu[0]).name)") }
+            guard pdu.count >= 3 else { throw DecodeError.truncated(name, needed: 2, available: pdu.count - 1) }
+            attributeHandle = ATTHandle(UInt16(pdu[1]) | UInt16(pdu[2]) << 8)
+            pdu.removeFirst(3)
+            attributeValue = pdu
+        }
+
         public func encodeParameters(into writer: inout ByteWriter) {
             ATTCoding.write(attributeHandle, &writer)
             writer.bytes(attributeValue)

@@ -6,7 +6,7 @@ import HCI
 /// sent, and has a queue depth the test sets.
 public final class FakeATTChannel: ATTChannel, @unchecked Sendable {
     public var sent: [[UInt8]] = []
-    public var onReceive: (([UInt8]) -> Void)?
+    public var onReceive: ((consuming [UInt8]) -> Void)?
     public var onClose: (() -> Void)?
     public var onCanSendMore: (() -> Void)?
     public var queuedPDUs = 0

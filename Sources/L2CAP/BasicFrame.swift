@@ -43,4 +43,7 @@ public struct BasicFrame: Hashable, Sendable {
         pdu.removeFirst(4)
         payload = pdu
     }
+
+    /// The payload, moved out of the frame (its buffer's only reference stays the only one).
+    public consuming func takePayload() -> [UInt8] { payload }
 }

@@ -29,6 +29,21 @@ import Testing
         #expect(throws: DecodeError.self) { try ATTPDU.ReadRequest(decoding: bytes("0c 03 00")) }
     }
 
+    /// The notification's own decoder (in place, the value keeping the PDU's buffer) agrees
+    /// with the enum's on the Core spec's layout, an empty value, and what both refuse.
+    @Test func notificationsDecodeInPlaceAsTheEnumDoes() throws {
+        for hex in ["1b 15 00 64", "1b 15 00", "1b ff ff 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10 11 12 13"] {
+            let notification = try ATTPDU.HandleValueNotification(decoding: bytes(hex))
+            #expect(try ATTPDU(decoding: bytes(hex)) == .handleValueNotification(notification))
+            #expect(notification.encode() == bytes(hex))
+        }
+        let value = try ATTPDU.HandleValueNotification(decoding: bytes("1b 15 00 64 65"))
+        #expect(value.attributeHandle == 0x0015 && value.attributeValue == [0x64, 0x65])
+        for hex in ["", "1b", "1b 15", "1d 15 00 64", "52 15 00 64"] {
+            #expect(throws: DecodeError.self) { try ATTPDU.HandleValueNotification(decoding: bytes(hex)) }
+        }
+    }
+
     /// A 16-bit UUID sent in its 128-bit form compares equal to the short one, but keeps its
     /// wire form, so it re-encodes to the same bytes.
     @Test func longFormOfAShortUUIDKeepsItsForm() throws {

@@ -47,7 +47,7 @@ final class FakeConnection: GATTServerConnection {
 /// what the test says the client sent, and has a link queue depth the test sets.
 final class FakeATTChannel: ATTChannel {
     var sent: [[UInt8]] = []
-    var onReceive: (([UInt8]) -> Void)?
+    var onReceive: ((consuming [UInt8]) -> Void)?
     var onClose: (() -> Void)?
     var onCanSendMore: (() -> Void)?
     var queuedPDUs = 0
