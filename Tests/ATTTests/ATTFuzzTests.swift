@@ -9,7 +9,16 @@ import Testing
     static let definedOpcodes = (0...255).map(UInt8.init).filter { ATTOpcode($0).kind != nil }
 
     func expectFaithful(_ wire: [UInt8], _ mismatches: inout [String]) -> Bool {
-        guard let pdu = try? ATTPDU(decoding: wire) else { return false }
+        // The notification's own decoder (in place, the bearer's) decodes exactly what the
+        // enum's decodes as a notification, to the same PDU.
+        let inPlace = try? ATTPDU.HandleValueNotification(decoding: wire)
+        let decoded = try? ATTPDU(decoding: wire)
+        if case .handleValueNotification(let notification)? = decoded {
+            if inPlace != notification { mismatches.append("in place: " + wire.hexString) }
+        } else if inPlace != nil {
+            mismatches.append("in place: " + wire.hexString)
+        }
+        guard let pdu = decoded else { return false }
         if pdu.encode() != wire { mismatches.append(wire.hexString) }
         return true
     }
