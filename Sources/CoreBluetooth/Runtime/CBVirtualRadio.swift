@@ -174,10 +174,7 @@ public final class CBVirtualRadio: @unchecked Sendable {
         }
         let waiter = CallbackWaiters.Waiter(condition: condition, clock: loop)
         CallbackWaiters.shared.add(waiter)
-        defer {
-            CallbackWaiters.shared.remove(waiter)
-            waiter.end()
-        }
+        defer { CallbackWaiters.shared.remove(waiter) }
         // Checked again now that callbacks see the waiter: work on other threads goes on while
         // this thread holds the clock, and may have made the condition true in between.
         if waiter.isAlreadySatisfied() { return true }
@@ -214,10 +211,7 @@ public final class CBVirtualRadio: @unchecked Sendable {
         if condition() { return true }
         let waiter = CallbackWaiters.Waiter(condition: condition, clock: nil)
         CallbackWaiters.shared.add(waiter)
-        defer {
-            CallbackWaiters.shared.remove(waiter)
-            waiter.end()
-        }
+        defer { CallbackWaiters.shared.remove(waiter) }
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
         waiter.wait(wallDeadline: Date(timeIntervalSinceNow: seconds))
         return waiter.satisfied

@@ -187,8 +187,8 @@ final class CallbackWaiters: @unchecked Sendable {
             finish(satisfied: true)
         }
 
-        /// The wait is over and the waiter out of the list: once the checks running now are
-        /// done, the condition (and what it captured) goes, on this thread.
+        /// The wait is over and the waiter out of the list (`remove(_:)` calls it): once the
+        /// checks running now are done, the condition (and what it captured) goes, on this thread.
         func end() {
             signal.lock()
             while checking > 0 { signal.wait() }
@@ -256,11 +256,14 @@ final class CallbackWaiters: @unchecked Sendable {
         }
     }
 
+    /// Takes the finished wait's waiter out of the list and ends it (`Waiter.end()`: what its
+    /// condition captured goes now, on the waiting thread), outside the list's lock.
     func remove(_ waiter: Waiter) {
         waiters.withLock {
             $0.removeAll { $0 === waiter }
             count.store($0.count, ordering: .releasing)
         }
+        waiter.end()
     }
 
     /// A callback (or a test's event) finished: waiters on `clock`'s radio, and those on the
