@@ -281,4 +281,26 @@ private func busy(microseconds: Int) {
         #expect(evaluated.withLock { $0 })
         #expect(captured == nil)
     }
+
+    /// Checks that find the condition false leave the waiting thread asleep: a broadcast per
+    /// check woke it after every delegate callback of the process (a thread switch each,
+    /// `fleet_timed_speedup` halved).
+    @Test func checksThatFindTheConditionFalseDoNotWakeTheWaitingThread() {
+        let waiter = CallbackWaiters.Waiter(condition: { false }, clock: nil)
+        let waiting = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            waiting.signal()
+            waiter.wait(wallDeadline: Date(timeIntervalSinceNow: 60))
+            done.signal()
+        }
+        waiting.wait()
+        for _ in 0..<200_000 { waiter.check() }
+        waiter.expire()
+        done.wait()
+        waiter.end()
+        #expect(waiter.satisfied == false)
+        // Spurious wake-ups of a condition variable are allowed, but rare; a wake-up per check
+        // gave thousands here.
+        #expect(waiter.idleWakeUps < 10)
+    }
 }
