@@ -544,7 +544,6 @@ public enum DaemonMessage: Sendable, Hashable {
         let rawKind: UInt16
         do { rawKind = try r.u16() } catch { throw .malformed(kind: nil, "\(error)") }
         guard let kind = Kind(rawValue: rawKind) else { throw .unknownKind(rawKind) }
-        r.context = "daemon message \(kind)"
         let message: DaemonMessage
         do {
             message = try fields(of: kind, &r)
