@@ -130,15 +130,18 @@ if selected("decode") {
     figures += advertisingReportDecode(count: pick(1_000_000, 200_000, 10_000))
 }
 
+/// The in-process 20-byte notification count, for the pair and for the daemon's comparison.
+/// 200,000 in a quick run too (~0.3 s): 50,000 (~70 ms of CPU) came out anywhere from 501k to
+/// 692k a second over whole runs while the wall-clock rate stayed at ~690k; 200,000 gave
+/// 671k–696k (BENCHMARKS.md, issue 19 step 19).
+let notify20Count = pick(300_000, 200_000, 1_000)
+
 if selected("pair") {
     progress("API pair: notify, write without response, read")
     let pair = BenchPair()
     // A short warm-up: first-time costs (buffers growing, lazy metadata) out of the figures.
     _ = apiNotify(pair, count: pick(2_000, 2_000, 100), size: 20)
-    // 200,000 in a quick run too (~0.3 s): 50,000 (~70 ms of CPU) came out anywhere from 501k
-    // to 692k a second over whole runs while the wall-clock rate stayed at ~690k; 200,000 gave
-    // 671k–696k (BENCHMARKS.md, issue 19 step 19).
-    figures += apiNotify(pair, count: pick(300_000, 200_000, 1_000), size: 20)
+    figures += apiNotify(pair, count: notify20Count, size: 20)
     figures += apiNotify(pair, count: pick(150_000, 30_000, 1_000), size: 244)
     figures += apiWriteWithoutResponse(pair, count: pick(300_000, 50_000, 1_000))
     figures += apiReadRoundTrip(pair, count: pick(10_000, 2_000, 100))
@@ -170,7 +173,7 @@ if selected("daemon") {
         progress("API pair: notify 20 B (in process, for the daemon's comparison)")
         let pair = BenchPair()
         _ = apiNotify(pair, count: pick(2_000, 2_000, 100), size: 20)
-        let inProcessFigures = apiNotify(pair, count: pick(300_000, 200_000, 1_000), size: 20)
+        let inProcessFigures = apiNotify(pair, count: notify20Count, size: 20)
         figures += inProcessFigures
         inProcess = inProcessFigures.first?.value
     }
