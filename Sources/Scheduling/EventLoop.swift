@@ -89,6 +89,9 @@ public final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var spareBurstEnd: [() -> Void] = []  // exclusivity checks: 0.1 % of adv
     /// Blocks the loop's own thread runs on their queues after the burst (`dispatchAfterBurst`).
     private var pendingLends = RingBuffer<Lend>()
+    /// Whether a callback's thread runs held-back work while the loop's own thread sleeps
+    /// (`runHeldBackWork()`): blocks dispatched meanwhile wait for the loop's thread.
+    private var runningHeldBack = false
     /// Jobs run in a burst before the work asked for its end runs anyway. Each burst end may
     /// hand callbacks to another thread (a wake-up, costly on these VMs): 1024 rather than 64
     /// roughly halves the wake-ups of a sustained notification stream again after 256 did, and
@@ -265,17 +268,20 @@ public final class EventLoop: @unchecked Sendable {
         swap(&inbox, &drained)
         inboxPosted.store(false, ordering: .relaxed)
         condition.unlock()
-        let (unfinished, hasTimers) = enter { () -> (Bool, Bool) in
+        let (unfinished, hasTimers, hasLends) = enter { () -> (Bool, Bool, Bool) in
+            runningHeldBack = true
             takeDrained()
             let unfinished = runLentBurst()
+            runningHeldBack = false
             timers.discardCancelledTop()
-            return (unfinished, timers.peekTime() != nil)
+            return (unfinished, timers.peekTime() != nil, !pendingLends.isEmpty)
         }
         condition.lock()
         lent = false
-        // The sleeping thread looks again when there is work left, when the clock was let go
-        // meanwhile (it may move time now), or when it slept with no timers and now has some.
-        let look = unfinished || stopRequested || !inbox.isEmpty
+        // The sleeping thread looks again when there is work left (or blocks to lend it to),
+        // when the clock was let go meanwhile (it may move time now), or when it slept with no
+        // timers and now has some.
+        let look = unfinished || hasLends || stopRequested || !inbox.isEmpty
             || (parkedWhere == .clock ? clockHolds == 0 : hasTimers)
         if look {
             lookAgain = true
@@ -373,7 +379,12 @@ public final class EventLoop: @unchecked Sendable {
     /// `queue.sync` instead (libdispatch runs a sync block on the calling thread: on `queue`
     /// for `dispatchPrecondition` and `getSpecific`, in order with the queue's other blocks),
     /// which saves the wake-up of a worker thread and the loop thread's sleep until the block
-    /// lets the clock go: two thread switches per delegate callback. Must be called on the loop.
+    /// lets the clock go: two thread switches per delegate callback. Blocks dispatched by work
+    /// a callback's thread runs for the sleeping loop (`handingOffInline(_:)`) wait for the
+    /// loop's thread too, which wakes for them: sent with `async`, each callback would run
+    /// on a worker thread and post its requests from there, and the loop's work would stay on
+    /// workers for good (a mode that cost a quarter more CPU a notification, in one run of
+    /// three to five). Must be called on the loop.
     ///
     /// While the thread is lent, it is not the loop's (`inLoop` is false in `body`), and a
     /// standby thread runs the loop's work if `body` waits for it: at once for work posted
@@ -384,7 +395,7 @@ public final class EventLoop: @unchecked Sendable {
     /// loop), or for a block that moves the clock.
     public func dispatchAfterBurst(on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void) {
         precondition(inLoop, "dispatchAfterBurst(on:_:) must be called on the loop")
-        if pacing == .unpaced, pthread_getspecific(ownThreadKey) == selfPointer {
+        if pacing == .unpaced, runningHeldBack || pthread_getspecific(ownThreadKey) == selfPointer {
             pendingLends.append(Lend(queue: queue, body: body))
         } else {
             burstEnd.append { queue.async(execute: body) }

@@ -207,6 +207,43 @@ struct ThreadedEventLoopTests {
         ])
     }
 
+    /// A block dispatched by work a callback's thread ran for the sleeping loop
+    /// (`handingOffInline`) goes to the loop's own thread too, which wakes for it: sent with
+    /// `async`, it would run on a worker, and the requests of that callback would keep the
+    /// loop's work off its thread.
+    @Test(arguments: [true, false])
+    func aBlockDispatchedByHeldBackWorkRunsOnTheLoopsThread(timerPending: Bool) {
+        let loop = EventLoop(name: "lend held back", pacing: .unpaced)
+        defer { loop.shutdown() }
+        let (queue, key) = Self.markedQueue("lend held back queue")
+        let loopThread = Locked<pthread_t?>(nil)
+        loop.execute { loopThread.withLock { $0 = pthread_self() } }
+        loop.holdClock()   // as a delegate callback does
+        if timerPending { loop.schedule(after: .seconds(30)) {} }
+        #expect(Self.untilAsleep(loop))
+        let log = Log<String>()
+        let done = DispatchSemaphore(value: 0)
+        let caller = pthread_self()
+        @Sendable func onLoopsThread() -> Bool {
+            loopThread.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+        }
+        loop.handingOffInline {
+            loop.execute {
+                log.append("job: caller's thread \(pthread_equal(pthread_self(), caller) != 0)")
+                loop.dispatchAfterBurst(on: queue) {
+                    log.append("block: on the queue \(DispatchQueue.getSpecific(key: key) != nil), loop's thread \(onLoopsThread()), in loop \(loop.inLoop)")
+                    done.signal()
+                }
+            }
+        }
+        loop.releaseClock()
+        #expect(done.wait(timeout: .now() + Self.bound) == .success)
+        #expect(log.entries == [
+            "job: caller's thread true",
+            "block: on the queue true, loop's thread true, in loop false",
+        ])
+    }
+
     /// Off the loop's own thread (a manual loop's driver), the block goes to its queue with
     /// `async` at the burst's end.
     @Test func aManualLoopDispatchesTheBlockAsynchronously() {
