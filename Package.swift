@@ -59,8 +59,10 @@ let package = Package(
         .target(name: "StackLogging", dependencies: ["Scheduling", .product(name: "Logging", package: "swift-log")]),
         // A log handler recording what it is given, for tests (not part of any product).
         .target(name: "LogTesting", dependencies: ["StackLogging", "Scheduling", .product(name: "Logging", package: "swift-log")]),
+        // One function of the Swift runtime's stable ABI (swift_tryRetain), for WeakHandle.
+        .target(name: "CSwiftRuntime"),
         // Serial event loops with a virtual clock: the one executor each controller + host runs on.
-        .target(name: "Scheduling"),
+        .target(name: "Scheduling", dependencies: ["CSwiftRuntime"]),
         // The LE security toolbox (Core spec Vol 3 Part H §2.2): e, and later AES-CMAC, f4–f6, ah.
         .target(name: "LECrypto", dependencies: [
             .product(name: "Crypto", package: "swift-crypto"),

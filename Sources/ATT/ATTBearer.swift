@@ -94,7 +94,7 @@ public final class ATTBearer: @unchecked Sendable {
     }
 
     public let loop: EventLoop
-    private weak var channel: (any ATTChannel)?
+    @WeakHeldExistential private var channel: (any ATTChannel)?
     /// `corebluetooth.att` (tagged with the link by its owner): timeouts, error responses, and
     /// what the bearer drops or rejects. Never a copy per PDU: messages are built only when
     /// their level is on. Made when first used (``logSource``): a bearer that never logs makes
@@ -227,11 +227,11 @@ public final class ATTBearer: @unchecked Sendable {
         self.channel = channel
         self.loop = loop
         logSource = logger.map { LazyLogger($0) } ?? LazyLogger(standard: .att)
-        // Per PDU: the weak reference in a box (`WeakReference`: no exclusivity check per read).
-        let weakSelf = WeakReference(self)
+        // Not `[weak self]`: see `WeakHandle` (a weakly referenced object pays on every retain).
+        let weakSelf = WeakHandle(self)
         channel.onReceive = { weakSelf.object?.receive($0) }
-        channel.onClose = { [weak self] in self?.shutDown(.disconnected) }
-        channel.onCanSendMore = { [weak self] in self?.channelCanSendMore() }
+        channel.onClose = { weakSelf.object?.shutDown(.disconnected) }
+        channel.onCanSendMore = { weakSelf.object?.channelCanSendMore() }
     }
 
     /// The failure of anything tried after the bearer closed.
@@ -269,7 +269,8 @@ public final class ATTBearer: @unchecked Sendable {
     /// with the new ATT_MTU: the smaller of the two Rx MTUs, never below 23.
     public func exchangeMTU(completion: @escaping (Result<Int, ATTBearerError>) -> Void) {
         assertOnLoop()
-        request(.exchangeMTURequest(.init(clientRxMTU: ourRxMTU))) { [weak self] result in
+        request(.exchangeMTURequest(.init(clientRxMTU: ourRxMTU))) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             completion(result.map { _ in self?.mtu ?? ATTMTU.leDefault })
         }
     }
@@ -300,7 +301,7 @@ public final class ATTBearer: @unchecked Sendable {
             return next.completion(.failure(.invalidRequest("\(next.pdu.opcode.name) of \(bytes.count) octets exceeds ATT_MTU \(mtu)")))
         }
         // Outstanding before the send: a channel may answer synchronously.
-        let timer = loop.schedule(after: transactionTimeout) { [weak self] in self?.requestTimedOut() }
+        let timer = loop.schedule(after: transactionTimeout) { [weakSelf = WeakHandle(self)] in weakSelf.object?.requestTimedOut() }
         outstandingRequest = (next, timer)
         guard channel?.send(bytes) == true else {
             timer.cancel()
@@ -331,12 +332,13 @@ public final class ATTBearer: @unchecked Sendable {
             var held = request
             held.isRetry = true
             heldForSecurity = held
-            raise(error) { [weak self] failure in
+            raise(error) { [weakSelf = WeakHandle(self)] failure in
+                let `self` = weakSelf.object
                 // Nothing held: the bearer closed meanwhile and failed the request itself.
-                guard let self, let held = heldForSecurity else { return }
-                heldForSecurity = nil
-                if let failure { held.completion(.failure(failure)) } else { retryNext = held }
-                sendNextRequest()
+                guard let self, let held = self.heldForSecurity else { return }
+                self.heldForSecurity = nil
+                if let failure { held.completion(.failure(failure)) } else { self.retryNext = held }
+                self.sendNextRequest()
             }
             return
         }
@@ -481,7 +483,7 @@ public final class ATTBearer: @unchecked Sendable {
     private func sendNextIndication() {
         while isOpen, outstandingIndication == nil, let next = waitingIndications.popFirst() {
             let value = Array(next.value.prefix(ATTMTU.maximumNotificationValueLength(mtu: mtu)))
-            let timer = loop.schedule(after: transactionTimeout) { [weak self] in self?.indicationTimedOut() }
+            let timer = loop.schedule(after: transactionTimeout) { [weakSelf = WeakHandle(self)] in weakSelf.object?.indicationTimedOut() }
             outstandingIndication = (next, timer)
             guard channel?.send(ATTPDU.HandleValueIndication(attributeHandle: next.handle, attributeValue: value).encode()) == true else {
                 timer.cancel()
@@ -700,7 +702,7 @@ public final class ATTResponder: @unchecked Sendable {
     /// The request to answer.
     public let request: ATTPDU
     private let id: UInt64
-    private weak var bearer: ATTBearer?
+    @WeakHeld private var bearer: ATTBearer?
     public private(set) var hasResponded = false
 
     fileprivate init(request: ATTPDU, id: UInt64, bearer: ATTBearer) {

@@ -1,3 +1,5 @@
+import Scheduling
+
 /// What the users of one `ATTBearer` — its GATT server, its GATT client, the role that owns the
 /// link — hear about the bearer as a whole. Each registers with `ATTBearer.addListener(_:)`;
 /// every listener hears every event, in the order they registered. Every method does nothing by
@@ -25,5 +27,5 @@ extension ATTBearerListener {
 
 /// A weak reference to a listener (a struct, so the list is one array, iterated in place).
 struct ATTBearerListenerSlot {
-    weak var listener: (any ATTBearerListener)?
+    @WeakHeldExistential var listener: (any ATTBearerListener)?
 }

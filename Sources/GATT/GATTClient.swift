@@ -61,8 +61,8 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
     /// and listens to it for readiness to send and the close.
     public init(bearer: any GATTClientBearer) {
         self.bearer = bearer
-        // Per value: the weak reference in a box (`WeakReference`: no exclusivity check per read).
-        let weakSelf = WeakReference(self)
+        // Not `[weak self]`: see `WeakHandle` (a weakly referenced object pays on every retain).
+        let weakSelf = WeakHandle(self)
         bearer.onNotification = { handle, value in weakSelf.object?.deliver(handle, value, isIndication: false) }
         bearer.onMultipleNotification = { values in
             for (handle, value) in values { weakSelf.object?.deliver(handle, value, isIndication: false) }
@@ -567,7 +567,8 @@ public final class GATTClient: ATTBearerListener, @unchecked Sendable {
         if let closeError { return completion(.failure(closeError)) }
         guard waiting.count < maximumQueuedProcedures else { return completion(.failure(.queueFull)) }
         let state = ProcedureState()
-        let finish: (Result<T, GATTClientError>) -> Void = { [weak self] result in
+        let finish: (Result<T, GATTClientError>) -> Void = { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard !state.isFinished else { return }
             state.isFinished = true
             completion(result)

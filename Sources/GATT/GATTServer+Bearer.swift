@@ -1,6 +1,7 @@
 import ATT
 import HCI
 import L2CAP
+import Scheduling
 
 /// An ATT bearer as a GATT server connection, made by `GATTServer.attach(_:)`. It holds the
 /// bearer, so the server sends on it directly, and listens to it: readiness to send goes on
@@ -8,7 +9,11 @@ import L2CAP
 /// server holds it while the connection is open; the bearer holds it only weakly.
 public final class GATTBearerConnection: GATTServerConnection, ATTBearerListener, @unchecked Sendable {
     public let bearer: ATTBearer
-    @exclusivity(unchecked) private weak var server: GATTServer?  // exclusivity checks: 0.05 % of pair
+    @exclusivity(unchecked) private var serverHeld = WeakHeld<GATTServer>(wrappedValue: nil)  // exclusivity checks: 0.05 % of pair
+    private var server: GATTServer? {
+        get { serverHeld.wrappedValue }
+        set { serverHeld.wrappedValue = newValue }
+    }
 
     init(bearer: ATTBearer, server: GATTServer) {
         self.bearer = bearer
@@ -46,11 +51,15 @@ extension GATTServer {
         let connection = GATTBearerConnection(bearer: bearer, server: self)
         connectionOpened(connection)
         // Weakly: the connection holds the bearer.
-        bearer.onRequest = { [weak self, weak connection] request, responder in
+        bearer.onRequest = { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] request, responder in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return responder.respondError(.unlikelyError) }
             self.handle(request, from: connection) { responder.respond($0) }
         }
-        bearer.onCommand = { [weak self, weak connection] pdu in
+        bearer.onCommand = { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] pdu in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
             self.handleCommand(pdu, from: connection)
         }

@@ -1,4 +1,5 @@
 import ATT
+import Scheduling
 
 /// A value the GATT server sends without copying it first. `[UInt8]` and `ArraySlice<UInt8>`
 /// are such values; a caller conforms its own byte container (Core Bluetooth conforms
@@ -162,9 +163,11 @@ extension GATTServer {
     private func indicate(_ bytes: [UInt8], _ handle: ATTHandle, to state: ConnectionState) -> Bool {
         guard state.indicationsInFlight < indicationWindow else { return false }
         state.indicationsInFlight += 1
-        state.connection.indicate(handle: handle, value: bytes) { [weak self, weak state] confirmed in
+        state.connection.indicate(handle: handle, value: bytes) { [weakSelf = WeakHandle(self), weakState = WeakHandle(state)] confirmed in
+            let `self` = weakSelf.object
+            let state = weakState.object
             guard let self, let state else { return }
-            indicationFinished(state, handle: handle, confirmed: confirmed)
+            self.indicationFinished(state, handle: handle, confirmed: confirmed)
         }
         return true
     }

@@ -88,7 +88,7 @@ extension HCIDriver {
             transport.send(.acl(next.packet))
         }
         if packetsWaitForBuffers, completionWatchdog == nil, let timeout = configuration.aclCompletionTimeout {
-            completionWatchdog = loop.schedule(after: timeout) { [weak self] in self?.checkCompletions() }
+            completionWatchdog = loop.schedule(after: timeout) { [weakSelf = WeakHandle(self)] in weakSelf.object?.checkCompletions() }
         }
         for handle in drained where connections[handle]?.fragments.isEmpty == true {
             delegate?.driverCanSendMore(handle: handle)
@@ -123,14 +123,15 @@ extension HCIDriver {
             }
             connection.stalled = true
             logger.warning("no packet completed on 0x\(String(handle, radix: 16)) for \(timeout) with \(connection.inFlight) in flight; disconnecting it")
-            send(Disconnect(connectionHandle: handle, reason: .remoteUserTerminatedConnection)) { [weak self] result in
+            send(Disconnect(connectionHandle: handle, reason: .remoteUserTerminatedConnection)) { [weakSelf = WeakHandle(self)] result in
+                let `self` = weakSelf.object
                 if case .failure(let error) = result, error != .status(.unknownConnectionIdentifier, command: Disconnect.name) {
                     self?.logger.warning("Disconnect of stalled connection 0x\(String(handle, radix: 16)) failed: \(error)")
                 }
             }
         }
         if packetsWaitForBuffers {
-            completionWatchdog = loop.schedule(at: next ?? now + timeout) { [weak self] in self?.checkCompletions() }
+            completionWatchdog = loop.schedule(at: next ?? now + timeout) { [weakSelf = WeakHandle(self)] in weakSelf.object?.checkCompletions() }
         }
     }
 

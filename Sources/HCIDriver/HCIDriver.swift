@@ -81,7 +81,11 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
     public let configuration: HCIDriverConfiguration
     /// `corebluetooth.hci`: commands (trace), failures and timeouts, what the driver drops.
     @exclusivity(unchecked) public var logger: Logger  // exclusivity checks: 0.07 % of adv
-    @exclusivity(unchecked) public weak var delegate: HCIDriverDelegate?  // exclusivity checks: 0.28 % of notify
+    @exclusivity(unchecked) private var delegateHeld = WeakHeldExistential<any HCIDriverDelegate>(wrappedValue: nil)  // exclusivity checks: 0.28 % of notify
+    public var delegate: (any HCIDriverDelegate)? {
+        get { delegateHeld.wrappedValue }
+        set { delegateHeld.wrappedValue = newValue }
+    }
 
     /// What the controller told us during `start`; nil until it completes.
     @exclusivity(unchecked) public internal(set) var controllerInfo: ControllerInfo?  // exclusivity checks: 0.3 % of notify
@@ -281,7 +285,7 @@ public final class HCIDriver: HCIPacketSink, @unchecked Sendable {
             commandCredits -= 1
             outstandingCommands.append(command)
             let id = command.id
-            command.timer = loop.schedule(after: command.timeout) { [weak self] in self?.commandTimedOut(id) }
+            command.timer = loop.schedule(after: command.timeout) { [weakSelf = WeakHandle(self)] in weakSelf.object?.commandTimedOut(id) }
             // Names and sizes only: some parameters are keys (LE Start Encryption, LTK replies).
             logger.trace("→ \(command.name), \(command.packet.parameters.count) octets")
             // State is consistent before the send: a transport may answer synchronously.

@@ -1,6 +1,7 @@
 import HCI
 import HCITransport
 import Logging
+import Scheduling
 
 extension HCIDriver {
     /// One step of the start sequence; calls `done` with nil to go on, or the error that ends
@@ -38,26 +39,27 @@ extension HCIDriver {
         }
         commandCredits = 1
         startCompletion = completion
-        runInitialisation { [weak self] result in
+        runInitialisation { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             // A driver released while starting answers nothing more: its owner went.
             guard let self else { return completion(result) }
-            guard let completion = startCompletion else { return }
-            startCompletion = nil
+            guard let completion = self.startCompletion else { return }
+            self.startCompletion = nil
             if case .failure(let error) = result {
-                logger.error("controller start failed: \(error)")
+                self.logger.error("controller start failed: \(error)")
                 // A half-initialised controller is of no use: close, so the failure is final.
-                stop()
+                self.stop()
                 completion(.failure(error))
                 return
             }
-            guard state == .starting, case .success(let info) = result else {
+            guard self.state == .starting, case .success(let info) = result else {
                 completion(.failure(.transportClosed(nil)))
                 return
             }
-            controllerInfo = info
-            aclCredits = info.totalACLDataPackets
-            state = .running
-            logger.info("controller ready: \(info.address), HCI version \(info.hciVersion), ACL \(info.aclDataPacketLength) bytes × \(info.totalACLDataPackets)")
+            self.controllerInfo = info
+            self.aclCredits = info.totalACLDataPackets
+            self.state = .running
+            self.logger.info("controller ready: \(info.address), HCI version \(info.hciVersion), ACL \(info.aclDataPacketLength) bytes × \(info.totalACLDataPackets)")
             completion(.success(info))
         }
     }
@@ -105,33 +107,35 @@ extension HCIDriver {
         guard state == .resetting || state == .starting else { return }
         // A start under way starts over (its completion waits in `startCompletion`).
         guard state == .resetting else { return restartStart() }
-        runInitialisation { [weak self] result in
-            guard let self, state == .resetting else { return }
+        runInitialisation { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
+            guard let self, self.state == .resetting else { return }
             switch result {
             case .success(let info):
-                controllerInfo = info
-                aclCredits = info.totalACLDataPackets
-                state = .running
-                logger.info("controller ready again after its reset")
-                delegate?.driverDidReset(info)
+                self.controllerInfo = info
+                self.aclCredits = info.totalACLDataPackets
+                self.state = .running
+                self.logger.info("controller ready again after its reset")
+                self.delegate?.driverDidReset(info)
             case .failure(let error):
-                giveUp("the controller could not be initialised again after its reset: \(error)")
+                self.giveUp("the controller could not be initialised again after its reset: \(error)")
             }
         }
     }
 
     /// A start the controller's reset interrupted runs the initialisation from the beginning.
     private func restartStart() {
-        runInitialisation { [weak self] result in
-            guard let self, let completion = startCompletion else { return }
-            startCompletion = nil
-            guard case .success(let info) = result, state == .starting else {
-                stop()
+        runInitialisation { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
+            guard let self, let completion = self.startCompletion else { return }
+            self.startCompletion = nil
+            guard case .success(let info) = result, self.state == .starting else {
+                self.stop()
                 return completion(result.flatMap { _ in .failure(.transportClosed(nil)) })
             }
-            controllerInfo = info
-            aclCredits = info.totalACLDataPackets
-            state = .running
+            self.controllerInfo = info
+            self.aclCredits = info.totalACLDataPackets
+            self.state = .running
             completion(.success(info))
         }
     }
@@ -164,15 +168,17 @@ extension HCIDriver {
             step(ReadLocalSupportedFeatures(), required: false) { r in info.lmpFeatures = r.lmpFeatures },
             step(ReadBDADDR(), required: false) { r in info.address = r.bdAddr },
             step(SetEventMask(eventMask: configuration.eventMask), required: false) { _ in },
-            { [weak self] done in
+            { [weakSelf = WeakHandle(self)] done in
+                let `self` = weakSelf.object
                 guard let self else { return done(.transportClosed(nil)) }
                 guard info.supportedCommands.supports(.setEventMaskPage2) else { return done(nil) }
-                step(SetEventMaskPage2(eventMaskPage2: configuration.eventMaskPage2), required: false) { _ in }(done)
+                self.step(SetEventMaskPage2(eventMaskPage2: self.configuration.eventMaskPage2), required: false) { _ in }(done)
             },
             step(LESetEventMask(leEventMask: configuration.leEventMask), required: false) { _ in },
-            { [weak self] done in
+            { [weakSelf = WeakHandle(self)] done in
+                let `self` = weakSelf.object
                 guard let self else { return done(.transportClosed(nil)) }
-                readBufferSizes(useV2: info.supportedCommands.supports(.leReadBufferSizeV2)) { result in
+                self.readBufferSizes(useV2: info.supportedCommands.supports(.leReadBufferSizeV2)) { result in
                     switch result {
                     case .success(let sizes):
                         (info.aclDataPacketLength, info.totalACLDataPackets, info.usesSharedBREDRBuffers) = sizes
@@ -183,21 +189,23 @@ extension HCIDriver {
                 }
             },
             step(LEReadLocalSupportedFeatures(), required: false) { r in info.leFeatures = r.features },
-            { [weak self] done in
+            { [weakSelf = WeakHandle(self)] done in
+                let `self` = weakSelf.object
                 guard let self else { return done(.transportClosed(nil)) }
                 guard info.supportedCommands.supports(.leReadMaximumDataLength) else { return done(nil) }
-                step(LEReadMaximumDataLength(), required: false) { r in
+                self.step(LEReadMaximumDataLength(), required: false) { r in
                     info.maxDataLength = LEMaximumDataLength(
                         supportedMaxTXOctets: r.supportedMaxTXOctets, supportedMaxTXTime: r.supportedMaxTXTime,
                         supportedMaxRXOctets: r.supportedMaxRXOctets, supportedMaxRXTime: r.supportedMaxRXTime)
                 }(done)
             },
         ]
-        runSteps(steps[...], generation: generation) { [weak self] error in
+        runSteps(steps[...], generation: generation) { [weakSelf = WeakHandle(self)] error in
+            let `self` = weakSelf.object
             // A driver released while starting answers nothing more: its owner went.
             guard let self else { return finish(.failure(error ?? .transportClosed(nil))) }
             // Replaced by another run: nothing to say.
-            guard generation == initGeneration else { return }
+            guard generation == self.initGeneration else { return }
             if let error { return finish(.failure(error)) }
             finish(.success(info))
         }
@@ -207,10 +215,11 @@ extension HCIDriver {
         guard let first = steps.first else { return completion(nil) }
         // A run the controller's reset replaced sends nothing more.
         guard generation == initGeneration else { return completion(.controllerReset("replaced")) }
-        first { [weak self] error in
+        first { [weakSelf = WeakHandle(self)] error in
+            let `self` = weakSelf.object
             if let error { return completion(error) }
             guard let self else { return completion(.transportClosed(nil)) }
-            runSteps(steps.dropFirst(), generation: generation, completion: completion)
+            self.runSteps(steps.dropFirst(), generation: generation, completion: completion)
         }
     }
 
@@ -218,18 +227,20 @@ extension HCIDriver {
     /// is logged and skipped.
     private func step<C: HCICommand>(_ command: C, required: Bool,
                                      apply: @escaping (C.ReturnParameters) -> Void) -> StartupStep {
-        { [weak self] done in
+        { [weakSelf = WeakHandle(self)] done in
+            let `self` = weakSelf.object
             guard let self else { return done(.transportClosed(nil)) }
-            sendInitialising(command) { [weak self] result in
+            self.sendInitialising(command) { [weakSelf = WeakHandle(self)] result in
+                let `self` = weakSelf.object
                 guard let self else { return done(.transportClosed(nil)) }
                 switch result {
                 case .success(let parameters):
                     apply(parameters)
                     done(nil)
-                case .failure(let error) where required || isFinal(error):
+                case .failure(let error) where required || self.isFinal(error):
                     done(error)
                 case .failure(let error):
-                    logger.warning("start: \(error); going on without it")
+                    self.logger.warning("start: \(error); going on without it")
                     done(nil)
                 }
             }
@@ -257,10 +268,11 @@ extension HCIDriver {
     /// shared BR/EDR buffers when LE has none of its own (Vol 4 Part E §7.8.2).
     private func readBufferSizes(useV2: Bool,
                                  completion: @escaping (Result<(Int, Int, Bool), HCIError>) -> Void) {
-        let useLE: (Int, Int) -> Void = { [weak self] length, count in
+        let useLE: (Int, Int) -> Void = { [weakSelf = WeakHandle(self)] length, count in
+            let `self` = weakSelf.object
             if length > 0 && count > 0 { return completion(.success((length, count, false))) }
             guard let self else { return completion(.failure(.transportClosed(nil))) }
-            sendInitialising(ReadBufferSize()) { result in
+            self.sendInitialising(ReadBufferSize()) { result in
                 completion(result.flatMap { r in
                     guard r.aclDataPacketLength > 0, r.totalNumACLDataPackets > 0 else {
                         return .failure(.notSupported("the controller reports no ACL buffers"))
@@ -269,7 +281,8 @@ extension HCIDriver {
                 })
             }
         }
-        let readV1 = { [weak self] in
+        let readV1 = { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             guard let self else { return completion(.failure(.transportClosed(nil))) }
             self.sendInitialising(LEReadBufferSizeV1()) { result in
                 switch result {
@@ -279,15 +292,16 @@ extension HCIDriver {
             }
         }
         guard useV2 else { return readV1() }
-        sendInitialising(LEReadBufferSizeV2()) { [weak self] result in
+        sendInitialising(LEReadBufferSizeV2()) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self else { return completion(.failure(.transportClosed(nil))) }
             switch result {
             case .success(let r):
                 useLE(Int(r.leACLDataPacketLength), Int(r.totalNumLEACLDataPackets))
-            case .failure(let error) where isFinal(error):
+            case .failure(let error) where self.isFinal(error):
                 completion(.failure(error))
             case .failure(let error):
-                logger.warning("start: \(error); trying LE Read Buffer Size [v1]")
+                self.logger.warning("start: \(error); trying LE Read Buffer Size [v1]")
                 readV1()
             }
         }

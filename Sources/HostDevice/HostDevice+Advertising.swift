@@ -1,6 +1,7 @@
 import HCI
 import HCIDriver
 import HostStack
+import Scheduling
 
 extension HostDevice {
     /// Starts (or replaces) `client`'s advertising. With extended advertising each client has an
@@ -28,11 +29,12 @@ extension HostDevice {
             clients[index].advertisingSet = set
         }
         let id = ObjectIdentifier(client)
-        host.startAdvertising(parameters, set: set) { [weak self] result in
+        host.startAdvertising(parameters, set: set) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self else { return completion(result) }
-            if case .failure = result, let index = clients.firstIndex(where: { $0.id == id }),
-               clients[index].advertisingSet == set, !host.advertisingSets.contains(set) {
-                clients[index].advertisingSet = nil
+            if case .failure = result, let index = self.clients.firstIndex(where: { $0.id == id }),
+               self.clients[index].advertisingSet == set, !self.host.advertisingSets.contains(set) {
+                self.clients[index].advertisingSet = nil
             }
             completion(result)
         }

@@ -2,6 +2,7 @@ import HCI
 import HostStack
 import L2CAP
 import Logging
+import Scheduling
 import StackLogging
 
 /// Why a PSM could not be published.
@@ -109,7 +110,8 @@ extension HostDevice {
                              retryAfterSecurity: Bool,
                              completion: @escaping (Result<L2CAPCreditChannel, ChannelOpenError>) -> Void) {
         guard connection.isOpen else { return completion(.failure(.disconnected)) }
-        connection.le.l2cap.openCreditBasedChannel(psm: psm, parameters: parameters, enhanced: true) { [weak self] result in
+        connection.le.l2cap.openCreditBasedChannel(psm: psm, parameters: parameters, enhanced: true) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             switch result {
             case .success(let channel):
                 completion(.success(channel))
@@ -121,13 +123,14 @@ extension HostDevice {
                 default: return completion(.failure(.l2cap(.refused(refusal))))
                 }
                 guard let self else { return completion(.failure(.disconnected)) }
-                let level = securityLevel(after: refused, on: connection)
+                let level = self.securityLevel(after: refused, on: connection)
                 connection.logger(.l2cap).debug("L2CAP channel to PSM 0x\(String(psm, radix: 16)) needs more security (\(refusal)); raising it, then retrying")
-                secure(connection, level: level) { [weak self] secured in
+                self.secure(connection, level: level) { [weakSelf = WeakHandle(self)] secured in
+                    let `self` = weakSelf.object
                     switch secured {
                     case .success:
                         guard let self else { return completion(.failure(.disconnected)) }
-                        openChannel(on: connection, psm: psm, parameters: parameters, retryAfterSecurity: false,
+                        self.openChannel(on: connection, psm: psm, parameters: parameters, retryAfterSecurity: false,
                                     completion: completion)
                     case .failure(.disconnected):
                         completion(.failure(.disconnected))
@@ -146,9 +149,10 @@ extension HostDevice {
     /// Makes the link answer peers' channel requests from the published PSMs.
     func attachChannelServer(to connection: DeviceConnection) {
         let handle = connection.handle
-        connection.le.l2cap.creditBasedServer = { [weak self] psm in
-            guard let self, let connection = connections[handle] else { return .refuse(.noResourcesAvailable) }
-            return channelDecision(for: psm, on: connection)
+        connection.le.l2cap.creditBasedServer = { [weakSelf = WeakHandle(self)] psm in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connections[handle] else { return .refuse(.noResourcesAvailable) }
+            return self.channelDecision(for: psm, on: connection)
         }
     }
 
@@ -164,9 +168,10 @@ extension HostDevice {
             }
         }
         let handle = connection.handle
-        return .accept(.default) { [weak self] channel in
-            guard let self, let connection = connections[handle],
-                  let owner = clients.first(where: { $0.id == published.owner })?.client else {
+        return .accept(.default) { [weakSelf = WeakHandle(self)] channel in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connections[handle],
+                  let owner = self.clients.first(where: { $0.id == published.owner })?.client else {
                 return channel.close()
             }
             // The owner hears of the link's end like the link's other users.

@@ -62,8 +62,9 @@ extension HostDevice {
         connection.owners.removeAll { $0 == id }
         connection.users.removeAll { $0 == id }
         // After the current job, as the other disconnections are reported.
-        loop.execute { [weak self] in
-            guard let self, let client = clients.first(where: { $0.id == id })?.client else { return }
+        loop.execute { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
+            guard let self, let client = self.clients.first(where: { $0.id == id })?.client else { return }
             if connection.isReady {
                 client.device(self, didDisconnect: connection, reason: .connectionTerminatedByLocalHost)
             } else {
@@ -89,26 +90,27 @@ extension HostDevice {
         guard initiating == nil, !cancellingInitiation, !isOff, let next = pending.first?.peer else { return }
         initiating = next
         // From the device's static random address (set at start), as phones connect.
-        host.connect(to: onAirAddress(of: next), ownRandomAddress: host.randomAddress != nil) { [weak self] result in
+        host.connect(to: onAirAddress(of: next), ownRandomAddress: host.randomAddress != nil) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self, case .failure(let error) = result else { return }
-            initiating = nil
-            if case .status(let status, _) = error, status == .commandDisallowed, host.awaitsLateCancelOutcome {
+            self.initiating = nil
+            if case .status(let status, _) = error, status == .commandDisallowed, self.host.awaitsLateCancelOutcome {
                 // The controller still initiates the attempt it said it cancelled (Bumble's
                 // does until that peer connects): this one waits and tries again.
-                logger.info("connecting to \(next) refused while the controller still initiates a cancelled attempt; retrying in \(Self.initiatorTurn)")
-                turnTimer?.cancel()
-                turnTimer = loop.schedule(after: Self.initiatorTurn) { [weak self] in self?.initiateNext() }
+                self.logger.info("connecting to \(next) refused while the controller still initiates a cancelled attempt; retrying in \(Self.initiatorTurn)")
+                self.turnTimer?.cancel()
+                self.turnTimer = self.loop.schedule(after: Self.initiatorTurn) { [weakSelf = WeakHandle(self)] in weakSelf.object?.initiateNext() }
                 return
             }
             // The controller refused the attempt: it cannot connect to this device now.
-            logger.info("connecting to \(next) failed: \(error)")
-            failPending(next, .refused(error))
-            initiateNext()
+            self.logger.info("connecting to \(next) failed: \(error)")
+            self.failPending(next, .refused(error))
+            self.initiateNext()
         }
         turnTimer?.cancel()
         turnTimer = nil
         if pending.count > 1 {
-            turnTimer = loop.schedule(after: Self.initiatorTurn) { [weak self] in self?.endTurn(of: next) }
+            turnTimer = loop.schedule(after: Self.initiatorTurn) { [weakSelf = WeakHandle(self)] in weakSelf.object?.endTurn(of: next) }
         }
     }
 
@@ -161,18 +163,22 @@ extension HostDevice {
             host.disconnect(connection.le)
             return
         }
-        connection.readyTimer = loop.schedule(after: Self.mtuExchangeGrace) { [weak self, weak connection] in
+        connection.readyTimer = loop.schedule(after: Self.mtuExchangeGrace) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
-            becomeReady(connection)
+            self.becomeReady(connection)
         }
-        connection.client.exchangeMTU { [weak self, weak connection] result in
+        connection.client.exchangeMTU { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] result in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
             if case .failure(let error) = result {
                 // The link went down before it was ready: its owners hear didFailToConnect.
                 guard error != .disconnected else { return }
                 connection.logger(.att).warning("ATT MTU exchange failed: \(error)")
             }
-            becomeReady(connection)
+            self.becomeReady(connection)
         }
     }
 

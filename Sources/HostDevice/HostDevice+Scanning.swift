@@ -2,6 +2,7 @@ import HCI
 import HCIDriver
 import HostStack
 import Logging
+import Scheduling
 import StackLogging
 
 extension HostDevice {
@@ -28,22 +29,23 @@ extension HostDevice {
         let wanted = clients.contains { $0.isScanning }
         guard wanted != controllerScanning else { return }
         scanCommandInFlight = true
-        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+        let done: (Result<Void, HCIError>) -> Void = { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self else { return }
-            scanCommandInFlight = false
+            self.scanCommandInFlight = false
             switch result {
             case .success:
-                controllerScanning = wanted
+                self.controllerScanning = wanted
             case .failure(let error) where wanted:
-                logger.warning("scan could not start: \(error)")
-                let refused = clients.indices.filter { clients[$0].isScanning }
-                for index in refused { clients[index].isScanning = false }
-                for index in refused { clients[index].client?.device(self, scanFailed: error) }
+                self.logger.warning("scan could not start: \(error)")
+                let refused = self.clients.indices.filter { self.clients[$0].isScanning }
+                for index in refused { self.clients[index].isScanning = false }
+                for index in refused { self.clients[index].client?.device(self, scanFailed: error) }
             case .failure(let error):
-                logger.warning("scan could not stop: \(error)")
-                controllerScanning = false
+                self.logger.warning("scan could not stop: \(error)")
+                self.controllerScanning = false
             }
-            reconcileScan()
+            self.reconcileScan()
         }
         if wanted {
             host.startScanning(active: true, filterDuplicates: false, completion: done)

@@ -52,8 +52,8 @@ public final class AutoAcceptPairingAgent: PairingAgent {
 final class ConnectionPairingAgent: PairingAgent, @unchecked Sendable {
     // Read on the device's loop only (the Security Manager runs there): the weak references
     // are never touched from another thread.
-    private weak var device: HostDevice?
-    private weak var connection: DeviceConnection?
+    @WeakHeld private var device: HostDevice?
+    @WeakHeld private var connection: DeviceConnection?
     private let fallback: any PairingAgent
 
     init(device: HostDevice, connection: DeviceConnection) {
@@ -181,19 +181,21 @@ extension HostDevice {
         connection.encryptingWith = (key.securityLevel, key.keySize)
         connection.encryptionTimer?.cancel()
         let handle = connection.handle
-        connection.encryptionTimer = loop.schedule(after: Self.encryptionTimeout) { [weak self] in
-            guard let self, let connection = connections[handle] else { return }
+        connection.encryptionTimer = loop.schedule(after: Self.encryptionTimeout) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connections[handle] else { return }
             connection.encryptionTimer = nil
             connection.encryptingWith = nil
-            finishSecurity(connection, .failure(.encryptionTimedOut))
+            self.finishSecurity(connection, .failure(.encryptionTimedOut))
         }
-        host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weak self] result in
-            guard case .failure(let error) = result, let self, let connection = connections[handle] else { return }
+        host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
+            guard case .failure(let error) = result, let self, let connection = self.connections[handle] else { return }
             connection.logger(.smp).warning("LE Enable Encryption refused: \(error)")
             connection.encryptionTimer?.cancel()
             connection.encryptionTimer = nil
             connection.encryptingWith = nil
-            finishSecurity(connection, .failure(.encryptionFailed(.unspecifiedError)))
+            self.finishSecurity(connection, .failure(.encryptionFailed(.unspecifiedError)))
         }
     }
 
@@ -224,7 +226,7 @@ extension HostDevice {
         let agent = ConnectionPairingAgent(device: self, connection: connection)
         let manager = SecurityManager(
             role: connection.role, localAddress: local, peerAddress: connection.le.peerOnAir, configuration: configuration,
-            agent: agent, loop: loop, send: { [weak channel] sdu in _ = channel?.send(sdu) })
+            agent: agent, loop: loop, send: { [weakChannel = WeakHandle(channel)] sdu in _ = weakChannel.object?.send(sdu) })
         manager.delegate = self
         manager.logSource = LazyLogger(.smp, link: connection.logContext)
         manager.hasPeerOutOfBandData = agent.hasOutOfBandData(for: connection.peer)
@@ -236,13 +238,15 @@ extension HostDevice {
     /// Gives SMP PDUs on a new link to its Security Manager (made on the first one).
     func attachSecurityManager(to connection: DeviceConnection) {
         let handle = connection.handle
-        connection.le.l2cap.securityManager.onReceive = { [weak self] sdu in
-            guard let self, let connection = connections[handle] else { return }
-            securityManager(for: connection).receive(sdu)
+        connection.le.l2cap.securityManager.onReceive = { [weakSelf = WeakHandle(self)] sdu in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connections[handle] else { return }
+            self.securityManager(for: connection).receive(sdu)
         }
-        connection.bearer.onInsufficientSecurity = { [weak self] refusal, done in
-            guard let self, let connection = connections[handle] else { return done(.disconnected) }
-            raiseSecurity(on: connection, for: refusal, done: done)
+        connection.bearer.onInsufficientSecurity = { [weakSelf = WeakHandle(self)] refusal, done in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connections[handle] else { return done(.disconnected) }
+            self.raiseSecurity(on: connection, for: refusal, done: done)
         }
         if let bond = bond(for: connection.peer) {
             connection.security.isBonded = true
@@ -353,17 +357,20 @@ extension HostDevice {
         assertOnLoop()
         guard host.supportsAddressResolution, !isClosed, !host.isResolvingAddresses else { return completion() }
         guard let size = host.resolvingListSize else {
-            host.readResolvingListSize { [weak self] result in
+            host.readResolvingListSize { [weakSelf = WeakHandle(self)] result in
+                let `self` = weakSelf.object
                 guard let self, case .success = result else { return completion() }
-                loadResolvingList(completion: completion)
+                self.loadResolvingList(completion: completion)
             }
             return
         }
         let room = max(0, Int(size) - host.resolvingListPeers.count - 1)  // one left for enablePrivacy
         let wanted = bonds.bonds.filter { $0.peerIRK != nil && !host.resolvingListPeers.contains($0.peerIdentity.normalized) }
-        addToResolvingList(Array(wanted.prefix(room)), localIRK: bonds.localIRK) { [weak self] in
-            guard let self, !host.resolvingListPeers.isEmpty else { return completion() }
-            host.setAddressResolution(enabled: true) { [weak self] result in
+        addToResolvingList(Array(wanted.prefix(room)), localIRK: bonds.localIRK) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
+            guard let self, !self.host.resolvingListPeers.isEmpty else { return completion() }
+            self.host.setAddressResolution(enabled: true) { [weakSelf = WeakHandle(self)] result in
+                let `self` = weakSelf.object
                 if case .failure(let error) = result { self?.logger.warning("address resolution: \(error)") }
                 completion()
             }
@@ -377,16 +384,19 @@ extension HostDevice {
         guard let bond = bonds.first, let irk = bond.peerIRK else { return done() }
         let rest = Array(bonds.dropFirst())
         let peer = bond.peerIdentity
-        host.addToResolvingList(peer, peerIRK: irk, localIRK: localIRK) { [weak self] result in
+        host.addToResolvingList(peer, peerIRK: irk, localIRK: localIRK) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self else { return }
             if case .failure(let error) = result {
-                logger.notice("resolving list: \(error); the host resolves \(peer)")
-                return addToResolvingList(rest, localIRK: localIRK, then: done)
+                self.logger.notice("resolving list: \(error); the host resolves \(peer)")
+                return self.addToResolvingList(rest, localIRK: localIRK, then: done)
             }
-            host.setPrivacyMode(.device, for: peer) { [weak self] result in
+            self.host.setPrivacyMode(.device, for: peer) { [weakSelf = WeakHandle(self)] result in
+                let `self` = weakSelf.object
                 guard let self else { return }
-                guard case .failure = result else { return addToResolvingList(rest, localIRK: localIRK, then: done) }
-                host.removeFromResolvingList(peer) { [weak self] _ in
+                guard case .failure = result else { return self.addToResolvingList(rest, localIRK: localIRK, then: done) }
+                self.host.removeFromResolvingList(peer) { [weakSelf = WeakHandle(self)] _ in
+                    let `self` = weakSelf.object
                     self?.addToResolvingList(rest, localIRK: localIRK, then: done)
                 }
             }
@@ -406,16 +416,19 @@ extension HostDevice {
         // An entry for "any peer" (the zero address, no peer IRK) carries our IRK: the
         // controller uses it for undirected advertising and for peers not in the list.
         let anyone = LEAddress(.publicDevice, .zero)
-        host.addToResolvingList(anyone, peerIRK: [UInt8](repeating: 0, count: 16), localIRK: bonds.localIRK) { [weak self] result in
+        host.addToResolvingList(anyone, peerIRK: [UInt8](repeating: 0, count: 16), localIRK: bonds.localIRK) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self else { return }
             if case .failure(let error) = result { return completion(.failure(error)) }
-            host.setResolvablePrivateAddressTimeout(seconds: seconds) { [weak self] _ in
+            self.host.setResolvablePrivateAddressTimeout(seconds: seconds) { [weakSelf = WeakHandle(self)] _ in
+                let `self` = weakSelf.object
                 guard let self else { return }
-                host.setAddressResolution(enabled: true) { [weak self] result in
+                self.host.setAddressResolution(enabled: true) { [weakSelf = WeakHandle(self)] result in
+                    let `self` = weakSelf.object
                     guard let self else { return }
                     if case .success = result {
-                        host.usesPrivateAddresses = true
-                        privacyRotation = rotation
+                        self.host.usesPrivateAddresses = true
+                        self.privacyRotation = rotation
                     }
                     completion(result)
                 }
@@ -502,7 +515,8 @@ extension HostDevice: SecurityManagerDelegate {
         assertOnLoop()
         guard let connection = connection(of: manager) else { return }
         connection.encryptingWith = (key.securityLevel, key.keySize)
-        host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weak manager] result in
+        host.startEncryption(connection.le, longTermKey: key.key, rand: key.rand, ediv: key.ediv) { [weakManager = WeakHandle(manager)] result in
+            let manager = weakManager.object
             if case .failure = result { manager?.encryptionChanged(status: .unspecifiedError, enabled: false) }
         }
     }
@@ -544,7 +558,8 @@ extension HostDevice: SecurityManagerDelegate {
         assertOnLoop()
         guard let connection = connection(of: manager), connection.securityWaiters.isEmpty else { return }
         let wanted: LESecurityLevel = requirements.contains(.mitm) ? .authenticatedEncryption : .unauthenticatedEncryption
-        secure(connection, level: wanted) { [weak connection] result in
+        secure(connection, level: wanted) { [weakConnection = WeakHandle(connection)] result in
+            let connection = weakConnection.object
             if case .failure(let error) = result { connection?.logger(.smp).info("the peripheral's Security Request: \(error)") }
         }
     }

@@ -1,6 +1,7 @@
 import ATT
 import GATT
 import Logging
+import Scheduling
 import StackLogging
 
 extension HostDevice {
@@ -65,35 +66,39 @@ extension HostDevice {
 
     /// The GATT server's requests go to the client whose service holds the attribute.
     func routeServerRequests() {
-        gattServer.onRead = { [weak self] request, respond in
-            guard let self, let connection = connection(for: request.connection),
-                  let client = owner(of: request.handle) else { return respond(.failure(.unlikelyError)) }
-            use(connection, by: client)
+        gattServer.onRead = { [weakSelf = WeakHandle(self)] request, respond in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connection(for: request.connection),
+                  let client = self.owner(of: request.handle) else { return respond(.failure(.unlikelyError)) }
+            self.use(connection, by: client)
             client.device(self, read: request, on: connection, respond: respond)
         }
-        gattServer.onWrite = { [weak self] requests, respond in
-            guard let self, let first = requests.first, let connection = connection(for: first.connection),
-                  let id = ownerID(of: first.handle) else { return respond(.unlikelyError) }
+        gattServer.onWrite = { [weakSelf = WeakHandle(self)] requests, respond in
+            let `self` = weakSelf.object
+            guard let self, let first = requests.first, let connection = self.connection(for: first.connection),
+                  let id = self.ownerID(of: first.handle) else { return respond(.unlikelyError) }
             // An Execute Write spanning several clients' services is refused: one answer, all
             // or nothing, cannot come from two clients.
-            guard requests.count == 1 || requests.allSatisfy({ ownerID(of: $0.handle) == id }),
-                  let client = clients.first(where: { $0.id == id })?.client else {
+            guard requests.count == 1 || requests.allSatisfy({ self.ownerID(of: $0.handle) == id }),
+                  let client = self.clients.first(where: { $0.id == id })?.client else {
                 return respond(.unlikelyError)
             }
-            use(connection, by: client)
+            self.use(connection, by: client)
             client.device(self, write: requests, on: connection, respond: respond)
         }
-        gattServer.onSubscriptionChange = { [weak self] serverConnection, handle, old, configuration in
-            guard let self, let connection = connection(for: serverConnection) else { return }
-            rememberSubscription(configuration, of: handle, on: connection)
-            guard let client = owner(of: handle) else { return }
-            if !configuration.isEmpty { use(connection, by: client) }
+        gattServer.onSubscriptionChange = { [weakSelf = WeakHandle(self)] serverConnection, handle, old, configuration in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connection(for: serverConnection) else { return }
+            self.rememberSubscription(configuration, of: handle, on: connection)
+            guard let client = self.owner(of: handle) else { return }
+            if !configuration.isEmpty { self.use(connection, by: client) }
             client.device(self, subscriptionChanged: configuration, from: old, forCharacteristic: handle, on: connection)
         }
-        gattServer.onDatabaseChanged = { [weak self] _ in self?.databaseChangedForAbsentBonds() }
-        gattServer.onUpdatesHandedOver = { [weak self] count, owner in
+        gattServer.onDatabaseChanged = { [weakSelf = WeakHandle(self)] _ in weakSelf.object?.databaseChangedForAbsentBonds() }
+        gattServer.onUpdatesHandedOver = { [weakSelf = WeakHandle(self)] count, owner in
+            let `self` = weakSelf.object
             guard let self else { return }
-            clients.first { $0.updateOwner == owner }?.client?.device(self, updatesHandedOver: count)
+            self.clients.first { $0.updateOwner == owner }?.client?.device(self, updatesHandedOver: count)
         }
     }
 }

@@ -44,7 +44,7 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     let logger: Logger
 
     struct ClientEntry {
-        weak var client: (any HostDeviceClient)?
+        @WeakHeldExistential var client: (any HostDeviceClient)?
         let id: ObjectIdentifier
         var roles: HostDeviceRoles
         var isScanning = false
@@ -213,7 +213,8 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         }
         for connection in connections.values { connection.users.removeAll { $0 == id } }
         if let set = entry.advertisingSet, !isOff {
-            host.stopAdvertising(set: set) { [weak self] result in
+            host.stopAdvertising(set: set) { [weakSelf = WeakHandle(self)] result in
+                let `self` = weakSelf.object
                 if case .failure(let error) = result { self?.logger.warning("stopping a removed client's advertising failed: \(error)") }
             }
         }
@@ -295,9 +296,10 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
         attachSecurityManager(to: connection)
         attachChannelServer(to: connection)
         let handle = le.handle
-        connection.bearer.onTransactionTimeout = { [weak self] in
-            guard let self, let connection = connections[handle] else { return }
-            attTransactionTimedOut(on: connection)
+        connection.bearer.onTransactionTimeout = { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
+            guard let self, let connection = self.connections[handle] else { return }
+            self.attTransactionTimedOut(on: connection)
         }
         if le.role == .central {
             centralConnectionCompleted(connection)
@@ -400,19 +402,23 @@ public final class HostDevice: LEHostDelegate, @unchecked Sendable {
     public func host(_ host: LEHost, didReset info: ControllerInfo) {
         assertOnLoop()
         let random = LEHost.staticRandomAddress(from: info.address)
-        host.setRandomAddress(random) { [weak self] result in
-            guard let self, isResetting, !isClosed else { return }
-            if case .failure(let error) = result { logger.warning("no random address after the reset: \(error)") }
-            loadResolvingList { [weak self] in
-                guard let self, isResetting, !isClosed else { return }
-                let back = { [weak self] in
-                    guard let self, isResetting, !isClosed else { return }
-                    isResetting = false
-                    logger.notice("controller back after its reset")
-                    for entry in clients { entry.client?.deviceDidReset(self) }
+        host.setRandomAddress(random) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
+            guard let self, self.isResetting, !self.isClosed else { return }
+            if case .failure(let error) = result { self.logger.warning("no random address after the reset: \(error)") }
+            self.loadResolvingList { [weakSelf = WeakHandle(self)] in
+                let `self` = weakSelf.object
+                guard let self, self.isResetting, !self.isClosed else { return }
+                let back = { [weakSelf = WeakHandle(self)] in
+                    let `self` = weakSelf.object
+                    guard let self, self.isResetting, !self.isClosed else { return }
+                    self.isResetting = false
+                    self.logger.notice("controller back after its reset")
+                    for entry in self.clients { entry.client?.deviceDidReset(self) }
                 }
-                guard let rotation = privacyRotation else { return back() }
-                enablePrivacy(rotation: rotation) { [weak self] result in
+                guard let rotation = self.privacyRotation else { return back() }
+                self.enablePrivacy(rotation: rotation) { [weakSelf = WeakHandle(self)] result in
+                    let `self` = weakSelf.object
                     if case .failure(let error) = result { self?.logger.warning("no private addresses after the reset: \(error)") }
                     back()
                 }

@@ -1,5 +1,6 @@
 import HCI
 import HCIDriver
+import Scheduling
 
 // The controller's resolving list and address resolution (Vol 4 Part E §7.8.38–7.8.45): the
 // host hands it the peers' IRKs and its own, and the link layer makes and resolves the
@@ -33,9 +34,10 @@ extension LEHost {
         }
         sendIfSupported(LEAddDeviceToResolvingList(
             peerIdentityAddressType: Self.identityType(peer), peerIdentityAddress: peer.address,
-            peerIRK: peerIRK, localIRK: localIRK)) { [weak self] result in
-            if case .success = result, let self, !resolvingListPeers.contains(peer.normalized) {
-                resolvingListPeers.append(peer.normalized)
+            peerIRK: peerIRK, localIRK: localIRK)) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
+            if case .success = result, let self, !self.resolvingListPeers.contains(peer.normalized) {
+                self.resolvingListPeers.append(peer.normalized)
             }
             completion(result)
         }
@@ -46,7 +48,8 @@ extension LEHost {
         guard info?.supportedCommands.supports(LEReadResolvingListSize.self) == true else {
             return completion(.failure(.notSupported("the controller does not support \(LEReadResolvingListSize.name)")))
         }
-        driver.send(LEReadResolvingListSize()) { [weak self] result in
+        driver.send(LEReadResolvingListSize()) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             switch result {
             case .success(let parameters):
                 self?.resolvingListSize = parameters.resolvingListSize
@@ -68,7 +71,8 @@ extension LEHost {
     /// Removes a peer (by its identity address) from the resolving list.
     public func removeFromResolvingList(_ peer: LEAddress, completion: @escaping (Result<Void, HCIError>) -> Void) {
         sendIfSupported(LERemoveDeviceFromResolvingList(
-            peerIdentityAddressType: Self.identityType(peer), peerIdentityAddress: peer.address)) { [weak self] result in
+            peerIdentityAddressType: Self.identityType(peer), peerIdentityAddress: peer.address)) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             if case .success = result { self?.resolvingListPeers.removeAll { $0 == peer.normalized } }
             completion(result)
         }
@@ -76,7 +80,8 @@ extension LEHost {
 
     /// Empties the resolving list.
     public func clearResolvingList(completion: @escaping (Result<Void, HCIError>) -> Void) {
-        sendIfSupported(LEClearResolvingList()) { [weak self] result in
+        sendIfSupported(LEClearResolvingList()) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             if case .success = result { self?.resolvingListPeers = [] }
             completion(result)
         }
@@ -85,7 +90,8 @@ extension LEHost {
     /// Turns address resolution in the controller on or off (LE Set Address Resolution Enable).
     /// Call while not advertising, scanning or connecting.
     public func setAddressResolution(enabled: Bool, completion: @escaping (Result<Void, HCIError>) -> Void) {
-        sendIfSupported(LESetAddressResolutionEnable(addressResolutionEnable: enabled)) { [weak self] result in
+        sendIfSupported(LESetAddressResolutionEnable(addressResolutionEnable: enabled)) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             if case .success = result { self?.isResolvingAddresses = enabled }
             completion(result)
         }

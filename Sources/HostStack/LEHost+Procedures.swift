@@ -1,6 +1,7 @@
 import HCI
 import HCIDriver
 import L2CAP
+import Scheduling
 
 /// What to advertise and how.
 public struct AdvertisingParameters: Sendable, Hashable {
@@ -95,7 +96,8 @@ extension LEHost {
         let ownAddressType = ownAddressType(random: randomAddress != nil)
         // Parameters cannot change while the set advertises (Command Disallowed): off first.
         let restart = advertisingSets.contains(set)
-        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+        let done: (Result<Void, HCIError>) -> Void = { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             switch result {
             case .success: self?.advertisingSets.insert(set)
             // Whether the set is off now or not, nothing it advertises is what was asked.
@@ -137,7 +139,8 @@ extension LEHost {
 
     /// Stops advertising set `set`.
     public func stopAdvertising(set: UInt8 = 0, completion: @escaping (Result<Void, HCIError>) -> Void) {
-        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+        let done: (Result<Void, HCIError>) -> Void = { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             if case .success = result { self?.advertisingSets.remove(set) }
             completion(result)
         }
@@ -167,7 +170,8 @@ extension LEHost {
         let ownAddressType = ownAddressType(random: ownRandomAddress)
         connecting = peer
         let peer = addressForInitiating(peer)
-        let done: (Result<Void, HCIError>) -> Void = { [weak self] result in
+        let done: (Result<Void, HCIError>) -> Void = { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             if case .failure = result { self?.connecting = nil }
             completion(result)
         }
@@ -191,7 +195,8 @@ extension LEHost {
     /// (top two bits 11) for `connect(to:ownRandomAddress:)`. Call while not advertising,
     /// scanning or connecting.
     public func setRandomAddress(_ address: BluetoothAddress, completion: @escaping (Result<Void, HCIError>) -> Void) {
-        sequence([step(LESetRandomAddress(randomAddress: address))]) { [weak self] result in
+        sequence([step(LESetRandomAddress(randomAddress: address))]) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             if case .success = result { self?.randomAddress = address }
             completion(result)
         }
@@ -215,10 +220,12 @@ extension LEHost {
     /// ends as that event would end it, and `awaitsLateCancelOutcome` says the controller may
     /// still report on it.
     public func cancelConnecting(completion: @escaping (Result<Void, HCIError>) -> Void) {
-        sequence([step(LECreateConnectionCancel())]) { [weak self] result in
-            if case .success = result, let self, connecting != nil {
-                cancelWatchdog?.cancel()
-                cancelWatchdog = loop.schedule(after: Self.cancelCompletionGrace) { [weak self] in
+        sequence([step(LECreateConnectionCancel())]) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
+            if case .success = result, let self, self.connecting != nil {
+                self.cancelWatchdog?.cancel()
+                self.cancelWatchdog = self.loop.schedule(after: Self.cancelCompletionGrace) { [weakSelf = WeakHandle(self)] in
+                    let `self` = weakSelf.object
                     self?.cancelCompletionOverdue()
                 }
             }

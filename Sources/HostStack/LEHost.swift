@@ -105,7 +105,11 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
 
     public let driver: HCIDriver
     public var loop: EventLoop { driver.loop }
-    @exclusivity(unchecked) public weak var delegate: LEHostDelegate?  // exclusivity checks: 0.28 % of notify
+    @exclusivity(unchecked) private var delegateHeld = WeakHeldExistential<any LEHostDelegate>(wrappedValue: nil)  // exclusivity checks: 0.28 % of notify
+    public var delegate: (any LEHostDelegate)? {
+        get { delegateHeld.wrappedValue }
+        set { delegateHeld.wrappedValue = newValue }
+    }
     public private(set) var info: ControllerInfo?
     @exclusivity(unchecked) public private(set) var connections = IntegerKeyMap<ConnectionHandle, LEConnection>()  // exclusivity checks: 0.28 % of notify
     /// Where the host's loggers come from (the driver's, each link's): the process's unless a
@@ -247,9 +251,10 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
 
     public func driverDidReset(_ info: ControllerInfo) {
         assertOnLoop()
-        learn(info) { [weak self] in
+        learn(info) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             guard let self else { return }
-            delegate?.host(self, didReset: info)
+            self.delegate?.host(self, didReset: info)
         }
     }
 
@@ -416,14 +421,15 @@ public final class LEHost: HCIDriverDelegate, L2CAPLinkDelegate, @unchecked Send
     public func link(_ link: L2CAPLink, acceptsConnectionParameterUpdate parameters: ConnectionParameters) -> Bool {
         assertOnLoop()
         // The link answers the request first; the update follows (after this job).
-        loop.execute { [weak self] in self?.issueConnectionUpdate(link, parameters) }
+        loop.execute { [weakSelf = WeakHandle(self)] in weakSelf.object?.issueConnectionUpdate(link, parameters) }
         return true
     }
 
     private func issueConnectionUpdate(_ link: L2CAPLink, _ parameters: ConnectionParameters) {
         driver.send(LEConnectionUpdate(connectionHandle: link.handle, connectionIntervalMin: parameters.intervalMin,
                                        connectionIntervalMax: parameters.intervalMax, maxLatency: parameters.latency,
-                                       supervisionTimeout: parameters.timeout, minCELength: 0, maxCELength: 0)) { [weak self] result in
+                                       supervisionTimeout: parameters.timeout, minCELength: 0, maxCELength: 0)) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             if case .failure(let error) = result { self?.logger.warning("LE Connection Update failed: \(error)", metadata: ["connection": "\(Logger.hex(link.handle))"]) }
         }
     }

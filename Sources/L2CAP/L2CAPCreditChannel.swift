@@ -144,7 +144,7 @@ public final class L2CAPCreditChannel: @unchecked Sendable {
 
     private let handle: ConnectionHandle
     /// Weak: a user may keep the channel after the link is gone.
-    weak var link: L2CAPLink?
+    @WeakHeld var link: L2CAPLink?
     private var receivePaused = false
     /// Credits the peer holds: K-frames it may still send us.
     private(set) var creditsGiven: Int
@@ -310,7 +310,8 @@ public final class L2CAPCreditChannel: @unchecked Sendable {
         dropQueues()
         if reportNow { report(reason) }
         guard let link, link.isOpen else { return finish(reason) }
-        link.request(.disconnectionRequest(destinationCID: remoteCID, sourceCID: localCID)) { [weak self] _ in
+        link.request(.disconnectionRequest(destinationCID: remoteCID, sourceCID: localCID)) { [weakSelf = WeakHandle(self)] _ in
+            let `self` = weakSelf.object
             self?.finish(reason)
         }
     }
@@ -380,7 +381,8 @@ extension L2CAPLink {
         guard parameters.isValid(enhanced: enhanced) else { return completion(.failure(.invalidParameters)) }
         guard let cid = freeCIDs(1).first else { return completion(.failure(.noFreeChannelIDs)) }
         reservedCIDs.append(cid)
-        sendOpenRequest(psm: psm, cid: cid, parameters: parameters, enhanced: enhanced) { [weak self] result in
+        sendOpenRequest(psm: psm, cid: cid, parameters: parameters, enhanced: enhanced) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             self?.reservedCIDs.removeAll { $0 == cid }
             completion(result)
         }
@@ -394,22 +396,23 @@ extension L2CAPLink {
                                             initialCredits: parameters.initialCredits, sourceCIDs: [cid])
             : .leCreditBasedConnectionRequest(spsm: psm, sourceCID: cid, mtu: parameters.mtu, mps: parameters.mps,
                                               initialCredits: parameters.initialCredits)
-        request(command) { [weak self] result in
+        request(command) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self else { return completion(.failure(.disconnected)) }
             switch result {
             case .failure(.timeout): completion(.failure(.timeout))
             case .failure(.rejected(let reason)):
-                if enhanced, reason == CommandRejectReason.commandNotUnderstood.rawValue, isOpen {
-                    logger.debug("enhanced credit-based connection not understood; trying LE Credit Based")
-                    return sendOpenRequest(psm: psm, cid: cid, parameters: parameters, enhanced: false, completion: completion)
+                if enhanced, reason == CommandRejectReason.commandNotUnderstood.rawValue, self.isOpen {
+                    self.logger.debug("enhanced credit-based connection not understood; trying LE Credit Based")
+                    return self.sendOpenRequest(psm: psm, cid: cid, parameters: parameters, enhanced: false, completion: completion)
                 }
                 completion(.failure(.refused(.spsmNotSupported)))
             case .failure: completion(.failure(.disconnected))
             case .success(.leCreditBasedConnectionResponse(let dcid, let mtu, let mps, let credits, let code)):
-                completion(openResponded(psm: psm, cid: cid, parameters: parameters, enhanced: false, result: code,
+                completion(self.openResponded(psm: psm, cid: cid, parameters: parameters, enhanced: false, result: code,
                                          remoteCID: dcid, mtu: mtu, mps: mps, credits: credits))
             case .success(.creditBasedConnectionResponse(let mtu, let mps, let credits, let code, let dcids)):
-                completion(openResponded(psm: psm, cid: cid, parameters: parameters, enhanced: true, result: code,
+                completion(self.openResponded(psm: psm, cid: cid, parameters: parameters, enhanced: true, result: code,
                                          remoteCID: dcids.count == 1 ? dcids[0] : 0, mtu: mtu, mps: mps, credits: credits))
             case .success:
                 completion(.failure(.invalidParameters))

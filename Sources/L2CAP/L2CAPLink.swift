@@ -120,7 +120,7 @@ public final class L2CAPLink: @unchecked Sendable {
     /// side-table work each time. No cycle: the layer below (the HCI driver) keeps no reference
     /// to its links; the host owns both, and the driver merely lives as long as its last link.
     let lower: L2CAPLowerLayer
-    public weak var delegate: L2CAPLinkDelegate?
+    @WeakHeldExistential public var delegate: L2CAPLinkDelegate?
     @exclusivity(unchecked) public var securityLevel: LESecurityLevel = .noSecurity  // exclusivity checks: 0.06 % of pair
     /// `corebluetooth.l2cap`, tagged with the link (`connection`, `role`, and `peer` when the
     /// host knows it): what the link drops or rejects. Made when first used, never per PDU.
@@ -177,7 +177,7 @@ public final class L2CAPLink: @unchecked Sendable {
     private var signaling: L2CAPFixedChannel {
         if let signalingStorage { return signalingStorage }
         let channel = L2CAPFixedChannel(channelID: L2CAPChannelID.leSignaling, link: self)
-        channel.onReceive = { [weak self] payload in self?.receiveSignaling(payload) }
+        channel.onReceive = { [weakSelf = WeakHandle(self)] payload in weakSelf.object?.receiveSignaling(payload) }
         signalingStorage = channel
         return channel
     }
@@ -357,7 +357,8 @@ public final class L2CAPLink: @unchecked Sendable {
     func request(_ command: SignalingCommand, completion: @escaping (Result<SignalingCommand, L2CAPError>) -> Void) {
         guard isOpen else { return completion(.failure(.disconnected)) }
         let id = takeIdentifier()
-        let timer = loop.schedule(after: requestTimeout) { [weak self] in
+        let timer = loop.schedule(after: requestTimeout) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             guard let self, let request = self.pending.removeValue(forKey: id) else { return }
             request.completion(.failure(.timeout))
         }

@@ -40,7 +40,11 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
 
     public let connection: DeviceConnection
     /// Who hears of the link on the API side; nil until the API side takes the link.
-    @exclusivity(unchecked) public weak var events: CentralLinkEvents?  // exclusivity checks: 0.06 % of pair
+    @exclusivity(unchecked) private var eventsHeld = WeakHeldExistential<any CentralLinkEvents>(wrappedValue: nil)  // exclusivity checks: 0.06 % of pair
+    public var events: (any CentralLinkEvents)? {
+        get { eventsHeld.wrappedValue }
+        set { eventsHeld.wrappedValue = newValue }
+    }
     /// Set when the API side cancelled it.
     var cancellation: CentralDisconnection?
     /// Writes without response the link's buffers have not taken yet, and the GATT procedures
@@ -75,8 +79,8 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     /// ask for Service Changed indications.
     func start() {
         bearer.addListener(self)
-        client.onReadyToSendWriteWithoutResponse = { [weak self] in self?.drainQueued() }
-        client.onServiceChanged = { [weak self] range in self?.events?.linkServicesChanged(range) }
+        client.onReadyToSendWriteWithoutResponse = { [weakSelf = WeakHandle(self)] in weakSelf.object?.drainQueued() }
+        client.onServiceChanged = { [weakSelf = WeakHandle(self)] range in weakSelf.object?.events?.linkServicesChanged(range) }
         events?.linkMTUChanged(bearer.mtu)
         readDeviceName()
         subscribeToServiceChanged()
@@ -85,20 +89,23 @@ public final class CentralLink: ATTBearerListener, CentralRoleLink, @unchecked S
     public func attBearerMTUDidChange(to mtu: Int) { events?.linkMTUChanged(mtu) }
 
     private func readDeviceName() {
-        client.readValues(ofType: .deviceName) { [weak self] result in
+        client.readValues(ofType: .deviceName) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self, case .success(let values) = result, let first = values.first,
                   let name = String(validating: first.value, as: UTF8.self), !name.isEmpty else { return }
-            events?.linkReadName(name)
+            self.events?.linkReadName(name)
         }
     }
 
     private func subscribeToServiceChanged() {
-        client.discoverPrimaryServices(uuid: .genericAttributeService) { [weak self] result in
+        client.discoverPrimaryServices(uuid: .genericAttributeService) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self, case .success(let services) = result, let service = services.first else { return }
-            client.discoverCharacteristics(of: service, uuid: .serviceChanged) { [weak self] result in
+            self.client.discoverCharacteristics(of: service, uuid: .serviceChanged) { [weakSelf = WeakHandle(self)] result in
+                let `self` = weakSelf.object
                 guard let self, case .success(let found) = result, let characteristic = found.first,
                       characteristic.properties.contains(.indicate) else { return }
-                client.subscribe(to: characteristic, onValue: { _ in }) { result in
+                self.client.subscribe(to: characteristic, onValue: { _ in }) { result in
                     if case .failure(let error) = result { self.logger.warning("Service Changed subscription failed: \(error)") }
                 }
             }

@@ -85,7 +85,11 @@ public final class CentralService: HostDeviceClient, CentralRole, @unchecked Sen
         device?.loop.assertConfined("CentralService", file: file, line: line)
     }
 
-    @exclusivity(unchecked) public weak var events: CentralServiceEvents?  // exclusivity checks: 0.08 % of adv
+    @exclusivity(unchecked) private var eventsHeld = WeakHeldExistential<any CentralServiceEvents>(wrappedValue: nil)  // exclusivity checks: 0.08 % of adv
+    public var events: (any CentralServiceEvents)? {
+        get { eventsHeld.wrappedValue }
+        set { eventsHeld.wrappedValue = newValue }
+    }
     /// `corebluetooth.api`: what the service drops or refuses.
     public var logger = StackLogging.standard.logger(.api)
     /// Answers pairing prompts on this client's connections; nil leaves them to the device's

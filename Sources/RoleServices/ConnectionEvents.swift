@@ -100,8 +100,8 @@ public final class ConnectionEvents: @unchecked Sendable {
 /// owner of every connection a peer makes, so it hears each one come and go, and tells
 /// ``ConnectionEvents``. Loop-confined.
 final class AcceptedConnections: HostDeviceClient, @unchecked Sendable {
-    private weak var events: ConnectionEvents?
-    weak var device: HostDevice?
+    @WeakHeld private var events: ConnectionEvents?
+    @WeakHeld var device: HostDevice?
     /// One entry inline (no storage) while one peer is connected.
     private var open = IntegerKeyMap<ObjectIdentifier, LEAddress>()
 

@@ -139,7 +139,11 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         device?.loop.assertConfined("PeripheralService", file: file, line: line)
     }
 
-    @exclusivity(unchecked) public weak var events: PeripheralServiceEvents?  // exclusivity checks: 0.3 % of notify
+    @exclusivity(unchecked) private var eventsHeld = WeakHeldExistential<any PeripheralServiceEvents>(wrappedValue: nil)  // exclusivity checks: 0.3 % of notify
+    public var events: (any PeripheralServiceEvents)? {
+        get { eventsHeld.wrappedValue }
+        set { eventsHeld.wrappedValue = newValue }
+    }
     /// `corebluetooth.api`: what the service drops or refuses.
     public var logger = StackLogging.standard.logger(.api)
     /// Hears how many accepted updates left the loop (sent or dropped) each time slots come
@@ -187,7 +191,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         let bearer: ATTBearer
         let gattConnection: GATTBearerConnection
         let central: Int
-        weak var service: PeripheralService?
+        @WeakHeld var service: PeripheralService?
         var isOpen = true
 
         init(connection: DeviceConnection, bearer: ATTBearer, gattConnection: GATTBearerConnection, central: Int) {
@@ -362,22 +366,23 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
         if let name, !name.isEmpty { gatt.deviceName = String(name.prefix(248)) }
         advertising = .starting
         advertisingParameters = parameters
-        device.startAdvertising(parameters, for: self) { [weak self] result in
+        device.startAdvertising(parameters, for: self) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
             guard let self else { return }
             switch result {
             case .success:
-                let isOn = advertising == .starting
+                let isOn = self.advertising == .starting
                 if isOn {
-                    advertising = .on
+                    self.advertising = .on
                 } else {
                     // Stopped while starting: make sure the controller is quiet.
                     self.device?.stopAdvertising(for: self)
                 }
-                events?.peripheral(self, didStartAdvertising: nil, isOn: isOn)
+                self.events?.peripheral(self, didStartAdvertising: nil, isOn: isOn)
             case .failure(let failure):
-                if advertising == .starting { advertising = .off }
-                logger.warning("advertising could not start: \(failure)")
-                events?.peripheral(self, didStartAdvertising: .refused(failure), isOn: false)
+                if self.advertising == .starting { self.advertising = .off }
+                self.logger.warning("advertising could not start: \(failure)")
+                self.events?.peripheral(self, didStartAdvertising: .refused(failure), isOn: false)
             }
         }
     }
@@ -398,12 +403,13 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     public func deviceDidStopAdvertising(_ device: HostDevice) {
         assertOnLoop()
         guard advertising == .on, let parameters = advertisingParameters else { return }
-        device.startAdvertising(parameters, for: self) { [weak self] result in
-            guard let self, case .failure(let error) = result, advertising == .on else { return }
-            logger.warning("advertising could not resume while connected: \(error)")
-            advertising = .off
-            advertisingParameters = nil
-            events?.peripheralAdvertisingStopped(self)
+        device.startAdvertising(parameters, for: self) { [weakSelf = WeakHandle(self)] result in
+            let `self` = weakSelf.object
+            guard let self, case .failure(let error) = result, self.advertising == .on else { return }
+            self.logger.warning("advertising could not resume while connected: \(error)")
+            self.advertising = .off
+            self.advertisingParameters = nil
+            self.events?.peripheralAdvertisingStopped(self)
             self.device?.stopAdvertising(for: self)
         }
     }

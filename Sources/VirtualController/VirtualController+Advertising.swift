@@ -89,7 +89,7 @@ extension VirtualController {
     }
 
     private func scheduleAdvertisingEvent(after delay: Duration) {
-        advertising.timer = loop.schedule(after: delay) { [weak self] in self?.advertisingEvent() }
+        advertising.timer = loop.schedule(after: delay) { [weakSelf = WeakHandle(self)] in weakSelf.object?.advertisingEvent() }
     }
 
     private func advertisingEvent() {
@@ -267,7 +267,8 @@ extension VirtualController {
         case .late(let delay):
             initiating = nil
             commandComplete(LECreateConnectionCancel.opcode, status: .success)
-            _ = loop.schedule(after: delay) { [weak self] in
+            _ = loop.schedule(after: delay) { [weakSelf = WeakHandle(self)] in
+                let `self` = weakSelf.object
                 self?.sendConnectionComplete(status: .unknownConnectionIdentifier, handle: 0, role: .central,
                                              peer: peer, interval: 0, latency: 0, timeout: 0)
             }

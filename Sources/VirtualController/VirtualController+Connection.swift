@@ -41,7 +41,9 @@ extension VirtualController {
         case .central:
             // Without a packet from the peripheral within six intervals the connection failed to
             // be established (Vol 6 Part B §4.5.2).
-            connection.establishmentTimer = loop.schedule(after: connection.intervalDuration * 6) { [weak self, weak connection] in
+            connection.establishmentTimer = loop.schedule(after: connection.intervalDuration * 6) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+                let `self` = weakSelf.object
+                let connection = weakConnection.object
                 guard let self, let connection, !connection.peerHeard, self.connections[connection.handle] === connection else { return }
                 self.teardown(connection, reason: .connectionFailedToBeEstablished)
             }
@@ -86,7 +88,9 @@ extension VirtualController {
 
     func armSupervision(_ connection: Connection) {
         guard connection.supervisionTimer == nil else { return }
-        connection.supervisionTimer = loop.schedule(after: .milliseconds(Int64(connection.timeout) * 10)) { [weak self, weak connection] in
+        connection.supervisionTimer = loop.schedule(after: .milliseconds(Int64(connection.timeout) * 10)) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
             connection.supervisionTimer = nil
             self.teardown(connection, reason: .connectionTimeout)
@@ -242,7 +246,9 @@ extension VirtualController {
     /// The central opens a connection event every interval; within it the two sides alternate
     /// packets separated by T_IFS while either has more to send and the event has room.
     func startConnectionEvents(_ connection: Connection, firstAfter delay: Duration) {
-        connection.eventTimer = loop.schedule(after: delay) { [weak self, weak connection] in
+        connection.eventTimer = loop.schedule(after: delay) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
             self.connectionEvent(connection)
         }
@@ -253,7 +259,9 @@ extension VirtualController {
         connection.eventCounter &+= 1
         let interval = connection.intervalNanoseconds
         connection.eventEnd = LoopInstant(nanoseconds: loop.now.nanoseconds &+ interval)
-        connection.eventTimer = loop.schedule(afterNanoseconds: interval) { [weak self, weak connection] in
+        connection.eventTimer = loop.schedule(afterNanoseconds: interval) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
             self.connectionEvent(connection)
         }

@@ -435,7 +435,8 @@ extension VirtualController {
 
     private func scheduleDuration(_ handle: UInt8, _ duration: UInt16) -> TimerHandle? {
         guard duration > 0 else { return nil }
-        return loop.schedule(after: .milliseconds(Int64(duration) * 10)) { [weak self] in
+        return loop.schedule(after: .milliseconds(Int64(duration) * 10)) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             guard let self, let set = self.extended.sets[handle], set.enabled else { return }
             // High duty cycle directed advertising also ends its connection attempt (§7.8.56).
             if set.isHighDutyDirected {
@@ -450,7 +451,8 @@ extension VirtualController {
         guard let index = extended.sets.index(forKey: handle) else { return }
         // Through the index: `sets[handle]?.eventTimer = …` moved the whole set out of the
         // table and back in, once per advertising event.
-        extended.sets.values[index].eventTimer = loop.schedule(afterNanoseconds: delay * 1000) { [weak self] in
+        extended.sets.values[index].eventTimer = loop.schedule(afterNanoseconds: delay * 1000) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             self?.advertisingSetEvent(handle)
         }
     }

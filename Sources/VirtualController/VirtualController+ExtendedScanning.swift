@@ -119,7 +119,8 @@ extension VirtualController {
         extended.scan.periodStart = loop.now
         if c.filterDuplicates == .enabledResetForEachPeriod { extended.scan.reported = [] }
         if c.duration > 0 {
-            extended.scan.durationTimer = loop.schedule(after: .milliseconds(Int64(c.duration) * 10)) { [weak self] in
+            extended.scan.durationTimer = loop.schedule(after: .milliseconds(Int64(c.duration) * 10)) { [weakSelf = WeakHandle(self)] in
+                let `self` = weakSelf.object
                 guard let self else { return }
                 if c.period == 0 {
                     self.stopExtendedScan()
@@ -130,7 +131,8 @@ extension VirtualController {
             }
         }
         if c.period > 0 {
-            extended.scan.periodTimer = loop.schedule(after: .milliseconds(Int64(c.period) * 1280)) { [weak self] in
+            extended.scan.periodTimer = loop.schedule(after: .milliseconds(Int64(c.period) * 1280)) { [weakSelf = WeakHandle(self)] in
+                let `self` = weakSelf.object
                 self?.startScanPeriod()
             }
         }
@@ -397,7 +399,8 @@ extension VirtualController {
     /// The longest auxiliary PDU (255 octets on LE Coded) ends about 17 ms after its offset.
     private func armFollowTimer(_ key: AuxFollowKey, afterMicroseconds offset: Int) {
         guard let generation = extended.follows[key]?.generation else { return }
-        extended.follows[key]?.timer = loop.schedule(after: .microseconds(Int64(offset) + 30_000)) { [weak self] in
+        extended.follows[key]?.timer = loop.schedule(after: .microseconds(Int64(offset) + 30_000)) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             guard let self, self.extended.follows[key]?.generation == generation else { return }
             self.finishFollow(key, truncated: true)
         }
@@ -466,7 +469,8 @@ extension VirtualController {
                                latency: entry.maxLatency, timeout: entry.supervisionTimeout)
         radio.openLink(ll.accessAddress, between: radioID, and: sender)
         // Without an AUX_CONNECT_RSP the attempt failed and initiating goes on (Vol 6 Part B §4.5).
-        let timer = loop.schedule(after: .milliseconds(10)) { [weak self] in
+        let timer = loop.schedule(after: .milliseconds(10)) { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             guard let self, let pending = self.extended.pendingAuxConnect, pending.llData == ll else { return }
             self.extended.pendingAuxConnect = nil
             self.radio.closeLink(ll.accessAddress)

@@ -169,7 +169,7 @@ extension VirtualController {
         rpaTimer?.cancel()
         rpaTimer = nil
         guard addressResolutionEnabled else { return }
-        rpaTimer = loop.schedule(after: .seconds(Int64(rpaTimeoutSeconds))) { [weak self] in self?.rpaTimeoutExpired() }
+        rpaTimer = loop.schedule(after: .seconds(Int64(rpaTimeoutSeconds))) { [weakSelf = WeakHandle(self)] in weakSelf.object?.rpaTimeoutExpired() }
     }
 
     /// New local RPAs for every peer that had one, and for directed targets, used from the

@@ -24,7 +24,9 @@ extension VirtualController {
             // stall the connection event timer).
             guard connection.role == .peripheral,
                   validConnectionParameters(intervalMin: interval, intervalMax: interval, latency: latency, timeout: timeout) else { return }
-            atInstant(connection) { [weak self, weak connection] in
+            atInstant(connection) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+                let `self` = weakSelf.object
+                let connection = weakConnection.object
                 guard let self, let connection else { return }
                 self.applyConnectionUpdate(connection, interval: interval, latency: latency, timeout: timeout, status: .success)
             }
@@ -87,7 +89,9 @@ extension VirtualController {
         case .phyRsp(let tx, let rx):
             if connection.role == .central { centralDecidePHY(connection, peerTx: tx, peerRx: rx) }
         case .phyUpdateInd(let c2p, let p2c, _):
-            atInstant(connection) { [weak self, weak connection] in
+            atInstant(connection) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+                let `self` = weakSelf.object
+                let connection = weakConnection.object
                 guard let self, let connection else { return }
                 // Zero for a direction means "unchanged".
                 let tx = connection.role == .central ? c2p : p2c
@@ -226,7 +230,9 @@ extension VirtualController {
     func centralUpdate(_ connection: Connection, interval: UInt16, latency: UInt16, timeout: UInt16) {
         queueControl(connection, .connectionUpdateInd(windowSize: 1, windowOffset: 0, interval: interval, latency: latency,
                                                       timeout: timeout, instant: connection.eventCounter &+ 6))
-        atInstant(connection) { [weak self, weak connection] in
+        atInstant(connection) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
             self.applyConnectionUpdate(connection, interval: interval, latency: latency, timeout: timeout, status: .success)
         }
@@ -362,7 +368,9 @@ extension VirtualController {
         let c2p = pick(connection.txPHYPreference & peerRx, current: connection.txPHY)
         let p2c = pick(peerTx & connection.rxPHYPreference, current: connection.rxPHY)
         queueControl(connection, .phyUpdateInd(centralToPeripheral: c2p, peripheralToCentral: p2c, instant: connection.eventCounter &+ 6))
-        atInstant(connection) { [weak self, weak connection] in
+        atInstant(connection) { [weakSelf = WeakHandle(self), weakConnection = WeakHandle(connection)] in
+            let `self` = weakSelf.object
+            let connection = weakConnection.object
             guard let self, let connection else { return }
             self.applyPHY(connection, txMask: c2p, rxMask: p2c)
         }

@@ -58,7 +58,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// transmission (twice for the RSSI), and copying a weak reference costs side-table work
     /// that copying a strong one does not.
     final class WeakDevice {
-        weak var device: RadioDevice?
+        @WeakHeldExistential var device: RadioDevice?
         init(_ device: RadioDevice) { self.device = device }
     }
 

@@ -559,9 +559,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 }
             }
             if enabled {
-                // Per value: the weak reference in a box (`WeakReference`: no exclusivity check
-                // per read, as a `[weak self]` capture has).
-                let weakSelf = self.map(WeakReference.init)
+                // Per value: no exclusivity check per read, as a `[weak self]` capture has.
+                let weakSelf = self.map { WeakHandle($0) }
                 link.subscribe(to: target, clientConfiguration: cccd, onValue: { bytes in
                     weakSelf?.object?.deliverValue(.success(bytes), for: characteristic)
                 }, completion: finish)

@@ -39,7 +39,7 @@ public final class RadioProxy: RadioMedium, @unchecked Sendable {
     private var random: SeededGenerator
     private var connected = true
 
-    private struct Weak { weak var device: RadioDevice? }
+    private struct Weak { @WeakHeldExistential var device: RadioDevice? }
 
     /// How long the server has to answer the hello.
     static let handshakeTimeoutSeconds = 5
@@ -54,7 +54,8 @@ public final class RadioProxy: RadioMedium, @unchecked Sendable {
         self.loop = loop ?? EventLoop(name: "radio proxy \(path)", pacing: .realTime)
         random = SeededGenerator(seed: UInt64.random(in: 1...UInt64.max))
         let proxyLoop = self.loop
-        let handshake: @Sendable () throws -> Void = { [weak self] in
+        let handshake: @Sendable () throws -> Void = { [weakSelf = WeakHandle(self)] in
+            let `self` = weakSelf.object
             let welcome: RadioWireMessage?
             do {
                 if !isConnected { try RadioSocketConnection.finishConnecting(fd, path: path) }
@@ -71,10 +72,12 @@ public final class RadioProxy: RadioMedium, @unchecked Sendable {
             let proxy = self
             proxyLoop.execute { proxy?.didJoin(client: client, timed: timed) }
         }
-        connection.startReading(handshake: handshake, onMessage: { [weak self] message in
+        connection.startReading(handshake: handshake, onMessage: { [weakSelf = WeakHandle(self)] message in
+            let `self` = weakSelf.object
             let proxy = self
             proxyLoop.execute { proxy?.handle(message) }
-        }, onClose: { [weak self] problem in
+        }, onClose: { [weakSelf = WeakHandle(self)] problem in
+            let `self` = weakSelf.object
             let proxy = self
             proxyLoop.execute { proxy?.serverGone(problem) }
         })

@@ -94,10 +94,12 @@ public final class RadioServer: @unchecked Sendable {
                                          timedAirTime: radio.airTime == .timed))
         logger.info("process \(client) joined")
         let loop = radio.loop
-        connection.startReading(onMessage: { [weak self] message in
+        connection.startReading(onMessage: { [weakSelf = WeakHandle(self)] message in
+            let `self` = weakSelf.object
             let server = self
             loop.execute { server?.handle(message, from: session) }
-        }, onClose: { [weak self] problem in
+        }, onClose: { [weakSelf = WeakHandle(self)] problem in
+            let `self` = weakSelf.object
             let server = self
             loop.execute { server?.drop(session, problem: problem) }
         })
