@@ -64,12 +64,14 @@ done
 debug=$(swift build "${build_config[@]}" --scratch-path "$scratch" --show-bin-path 2>/dev/null)
 
 # 2. Each harness linked against every library object of that build (executables and tests
-# are never built there), with the module maps of the C targets (BoringSSL) for imports.
+# are never built there), with the module maps of the C targets (BoringSSL, CSwiftRuntime) for imports.
 objects=()
 while IFS= read -r o; do objects+=("$o"); done < <(find "$debug" -path '*.build/*.o' -not -path '*-tool.build/*' \
     -not -path '*/Modules/*' | sort)
 maps=()
 while IFS= read -r m; do maps+=(-Xcc "-fmodule-map-file=$m"); done < <(find "$scratch/checkouts" -path '*/Sources/*' -name module.modulemap 2>/dev/null)
+# ... and of this package's C targets (CSwiftRuntime), which SwiftPM generates beside their objects.
+while IFS= read -r m; do maps+=(-Xcc "-fmodule-map-file=$m"); done < <(find "$debug" -mindepth 2 -maxdepth 2 -path '*.build/module.modulemap' 2>/dev/null)
 mkdir -p "$scratch/fuzzers" Fuzz/findings
 for target in "${targets[@]}"; do
     out="$scratch/fuzzers/$target"
