@@ -16,27 +16,18 @@ import CSwiftRuntime
 /// Native Swift classes only (every class of this package); not for Objective-C objects.
 public struct WeakHandle<Object: AnyObject> {
     /// Keeps the object's memory (not the object) alive for `pointer`.
-    @usableFromInline unowned(safe) let keeper: AnyObject
+    @usableFromInline let keeper: MemoryKeeper
     @usableFromInline let pointer: UnsafeMutableRawPointer
 
     @inlinable
     public init(_ object: Object) {
-        keeper = object
+        keeper = MemoryKeeper(object)
         pointer = Unmanaged.passUnretained(object).toOpaque()
     }
 
     /// The object, retained for the caller, or nil once its deinitialisation has begun.
     @inlinable @inline(__always)
     public var object: Object? { retainedIfAlive(pointer, as: Object.self) }
-
-    /// The object's address (for identity comparisons; never dereferenced).
-    @inlinable public var address: UnsafeMutableRawPointer { pointer }
-
-    /// Whether this handle refers to `other` (alive or not).
-    @inlinable
-    public func refers(to other: AnyObject) -> Bool {
-        pointer == Unmanaged.passUnretained(other).toOpaque()
-    }
 }
 
 /// `@unchecked Sendable` when the object is: the stored fields never change, and the runtime's
