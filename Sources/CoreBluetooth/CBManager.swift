@@ -200,8 +200,8 @@ open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
             deliverState(.unsupported)
             return
         }
-        device.loop.execute { [weak self] in
-            self?.attemptStart(on: device, failingSince: nil)
+        device.loop.execute { [weakSelf = WeakHandle(self)] in
+            weakSelf.object?.attemptStart(on: device, failingSince: nil)
         }
     }
 
@@ -228,13 +228,13 @@ open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
     /// the state, the authorization and the reason, and a held or blocked adapter is tried
     /// again after the retry interval, the state reported only when it changes.
     private func attemptStart(on device: LocalDevice, failingSince: LoopInstant?) {
-        device.start { [weak self] result in
-            guard let self else { return }
+        device.start { [weakSelf = WeakHandle(self)] result in
+            guard let self = weakSelf.object else { return }
             let spec = device.externalSpec
             switch result {
             case .success(let hostDevice):
                 if let spec, DeviceAvailability.needsPermission(spec) { self.learnPermission(.allowedAlways) }
-                synchronized { self.unavailableReasonStorage = nil }
+                self.synchronized { self.unavailableReasonStorage = nil }
                 self.attemptState = .poweredOn
                 self.deviceDidStart(hostDevice)
                 self.deliverState(.poweredOn)
@@ -247,15 +247,15 @@ open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
                     availability = availability.givingUp(after: policy.giveUpAfter)
                 }
                 if let permission = availability.permission { self.learnPermission(permission) }
-                synchronized { self.unavailableReasonStorage = availability.reason }
+                self.synchronized { self.unavailableReasonStorage = availability.reason }
                 if self.attemptState != availability.state {
                     self.attemptState = availability.state
                     StackLog.deviceProblem("Bluetooth device unusable: \(availability.reason)")
                     self.deliverState(availability.state)
                 }
                 guard availability.retries else { return }
-                _ = device.loop.schedule(after: policy.interval) { [weak self] in
-                    self?.attemptStart(on: device, failingSince: since)
+                _ = device.loop.schedule(after: policy.interval) { [weakSelf = WeakHandle(self)] in
+                    weakSelf.object?.attemptStart(on: device, failingSince: since)
                 }
             }
         }
@@ -306,8 +306,8 @@ open class CBManager: NSObject, ObjectLockHolder, @unchecked Sendable {
 
     /// Sets `state` and calls the delegate's state callback, on the delegate queue.
     func deliverState(_ newState: CBManagerState) {
-        callbacks.async { [weak self] in
-            guard let self else { return }
+        callbacks.async { [weakSelf = WeakHandle(self)] in
+            guard let self = weakSelf.object else { return }
             self.stateStorage.store(newState.rawValue, ordering: .releasing)
             self.stateDidChange()
         }
@@ -365,13 +365,13 @@ extension CBManager {
     /// and back to `.poweredOn`. No effect on other controllers.
     public func linuxSetVirtualPower(_ on: Bool) {
         guard let device else { return }
-        device.loop.execute { [weak self] in
-            guard let self, device.radio != nil else { return }
+        device.loop.execute { [weakSelf = WeakHandle(self)] in
+            guard let self = weakSelf.object, device.radio != nil else { return }
             if on {
                 // Off, or its controller's transport closed (the manager reported .poweredOff).
                 guard device.hostDevice?.isClosed ?? true else { return }
-                device.start { [weak self] result in
-                    guard let self, case .success(let hostDevice) = result else { return }
+                device.start { [weakSelf = WeakHandle(self)] result in
+                    guard let self = weakSelf.object, case .success(let hostDevice) = result else { return }
                     self.deviceDidStart(hostDevice)
                     self.deliverState(.poweredOn)
                 }

@@ -1,11 +1,12 @@
 import Foundation
+import Scheduling
 
 /// A characteristic: of a remote peripheral's service (found by discovery), or of the local
 /// database (``CBMutableCharacteristic``).
 open class CBCharacteristic: CBAttribute, @unchecked Sendable {
     // @unchecked: the storage below is guarded by `objectLock`: the peripheral's for a remote
     // characteristic, the characteristic's own for a `CBMutableCharacteristic` (``ObjectLock``).
-    weak var serviceStorage: CBService?
+    @WeakHeld var serviceStorage: CBService?
     var propertiesStorage: CBCharacteristicProperties
     var valueStorage: Data?
     var descriptorsStorage: [CBDescriptor]?

@@ -1,5 +1,6 @@
 import AssignedNumbers
 import Foundation
+import Scheduling
 import GATT
 
 /// A descriptor of a characteristic: of a remote peripheral (found by discovery), or of the local
@@ -10,7 +11,7 @@ import GATT
 open class CBDescriptor: CBAttribute, @unchecked Sendable {
     // @unchecked: the storage below is guarded by `objectLock`: the peripheral's for a remote
     // descriptor, the descriptor's own for a `CBMutableDescriptor` (``ObjectLock``).
-    weak var characteristicStorage: CBCharacteristic?
+    @WeakHeld var characteristicStorage: CBCharacteristic?
     var valueStorage: Any?
     /// On a remote peripheral: the descriptor's handle.
     var handle: UInt16 = 0

@@ -1,11 +1,12 @@
 import Foundation
+import Scheduling
 
 /// A service: of a remote peripheral (found by discovery), or of the local database
 /// (``CBMutableService``).
 open class CBService: CBAttribute, @unchecked Sendable {
     // @unchecked: the storage below is guarded by `objectLock`: the peripheral's for a remote
     // service, the service's own for a `CBMutableService` (``ObjectLock``).
-    weak var peripheralStorage: CBPeripheral?
+    @WeakHeld var peripheralStorage: CBPeripheral?
     let isPrimaryStorage: Bool
     var includedServicesStorage: [CBService]?
     var characteristicsStorage: [CBCharacteristic]?

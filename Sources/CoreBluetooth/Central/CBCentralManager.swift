@@ -39,7 +39,13 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         public static let extendedScanAndConnect = Feature(rawValue: 1 << 0)
     }
 
-    private weak var delegateStorage: CBCentralManagerDelegate?
+    /// Weakly (`WeakHeldExistential`: a weak reference gives the app's object a side table, and
+    /// each retain and release of it per callback the runtime's slow path).
+    @exclusivity(unchecked) private var delegateHeld = WeakHeldExistential<any CBCentralManagerDelegate>(wrappedValue: nil)  // under objectLock
+    private var delegateStorage: CBCentralManagerDelegate? {
+        get { delegateHeld.wrappedValue }
+        set { delegateHeld.wrappedValue = newValue }
+    }
     private var isScanningStorage = false
     /// The peripheral objects the app holds, by identifier (the manager does not keep them
     /// alive, as on iOS: releasing one cancels its connection).
@@ -82,7 +88,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     private var taps = EventTaps<CBCentralManagerDelegate>()
 
     private struct WeakPeripheral {
-        weak var object: CBPeripheral?
+        @WeakHeld var object: CBPeripheral?
     }
 
     /// An identifier as an `IntegerKeyMap` key: its two halves folded (identifiers are random,
@@ -122,7 +128,7 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         if let remote {
             let role = RemoteCentralRole(host: remote)
             role.events = events
-            role.onConnectionEvent = { [weak self] peer, connected in self?.connectionEvent(peer, connected: connected) }
+            role.onConnectionEvent = { [weakSelf = WeakHandle(self)] peer, connected in weakSelf.object?.connectionEvent(peer, connected: connected) }
             remoteRole = role
         }
         startDevice()
@@ -144,11 +150,11 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
     override func startRemote(_ remote: DaemonSessionHost) {
         guard let remoteRole else { return }
         let identifier = restoreIdentifier
-        remote.loop.execute { [weak self] in
+        remote.loop.execute { [weakSelf = WeakHandle(self)] in
             remoteRole.open(restoreIdentifier: identifier, onRestore: { peers, scan in
-                self?.restore(peers, scan: scan, role: remoteRole)
+                weakSelf.object?.restore(peers, scan: scan, role: remoteRole)
             }, onState: { state, reason in
-                guard let self else { return }
+                guard let self = weakSelf.object else { return }
                 if state != CBManagerState.poweredOn.rawValue {
                     // What the device's stop does in the process (the daemon ended the links).
                     self.synchronized { self.isScanningStorage = false }
@@ -172,8 +178,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
             if peer.isConnected, let link = role.link(for: peer.peer) {
                 link.events = peripheral.linkEvents
                 for (handle, characteristic) in notifying {
-                    role.resumeNotifications(from: peer.peer, handle: handle) { [weak peripheral] bytes in
-                        peripheral?.linkDelivered(bytes, for: characteristic)
+                    role.resumeNotifications(from: peer.peer, handle: handle) { [peripheral = WeakHandle(peripheral)] bytes in
+                        peripheral.object?.linkDelivered(bytes, for: characteristic)
                     }
                 }
             }
@@ -399,8 +405,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     /// A peripheral object went away: its connection, or pending connection, is cancelled.
     func peripheralReleased(address: LEAddress) {
-        onService { [weak self] service in
-            guard self?.existingPeripheral(for: address) == nil else { return }
+        onService { [weakSelf = WeakHandle(self)] service in
+            guard weakSelf.object?.existingPeripheral(for: address) == nil else { return }
             service.cancel(address, notify: false)
         }
     }
@@ -548,8 +554,8 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
         let events = self.events
         let filter = ConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
         device.loop.execute {
-            device.connectionEvents.register(events, filter: filter) { [weak events] peer, connected in
-                events?.manager?.connectionEvent(peer, connected: connected)
+            device.connectionEvents.register(events, filter: filter) { [events = WeakHandle(events)] peer, connected in
+                events.object?.manager?.connectionEvent(peer, connected: connected)
             }
         }
     }
@@ -565,22 +571,22 @@ open class CBCentralManager: CBManager, @unchecked Sendable {
 
     /// Calls the delegate, then the tap's observers, on its queue (nothing if the manager is gone).
     func deliver(_ body: @escaping @Sendable (CBCentralManager, CBCentralManagerDelegate) -> Void) {
-        callbacks.async { [weak self] in
-            guard let self else { return }
+        callbacks.async { [weakSelf = WeakHandle(self)] in
+            guard let self = weakSelf.object else { return }
             if let delegate = self.delegate { body(self, delegate) }
-            for observer in synchronized({ self.taps.observers }) { body(self, observer) }
+            for observer in self.synchronized({ self.taps.observers }) { body(self, observer) }
         }
     }
 
     /// ``deliver(_:)`` for a discovery, one closure instead of two: a scan with duplicates
     /// allowed makes one per advertising packet.
     func deliverDiscovery(_ peripheral: CBPeripheral, advertisementData: Unchecked<[String: Any]>, rssi: NSNumber) {
-        callbacks.async { [weak self] in
-            guard let self else { return }
+        callbacks.async { [weakSelf = WeakHandle(self)] in
+            guard let self = weakSelf.object else { return }
             if let delegate = self.delegate {
                 delegate.centralManager(self, didDiscover: peripheral, advertisementData: advertisementData.value, rssi: rssi)
             }
-            for observer in synchronized({ self.taps.observers }) {
+            for observer in self.synchronized({ self.taps.observers }) {
                 observer.centralManager(self, didDiscover: peripheral, advertisementData: advertisementData.value, rssi: rssi)
             }
         }

@@ -17,7 +17,13 @@ import Scheduling
 open class CBPeripheral: CBPeer, @unchecked Sendable {
     // @unchecked: the app-visible state below is guarded by `objectLock`, the central manager's,
     // which the peripheral's services, characteristics and descriptors share (``ObjectLock``).
-    private weak var delegateStorage: CBPeripheralDelegate?
+    /// Weakly (`WeakHeldExistential`: a weak reference gives the app's object a side table, and
+    /// each retain and release of it per callback the runtime's slow path).
+    @exclusivity(unchecked) private var delegateHeld = WeakHeldExistential<any CBPeripheralDelegate>(wrappedValue: nil)  // under objectLock
+    private var delegateStorage: CBPeripheralDelegate? {
+        get { delegateHeld.wrappedValue }
+        set { delegateHeld.wrappedValue = newValue }
+    }
     var nameStorage: String?
     /// The name came from the peripheral's GAP Device Name (advertised names no longer apply).
     var hasGAPName = false
@@ -42,7 +48,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     var addressStorage: LEAddress
     var address: LEAddress { synchronized { addressStorage } }
     /// The central manager the peripheral belongs to.
-    weak var manager: CBCentralManager?
+    @WeakHeld var manager: CBCentralManager?
     /// The manager's delegate queue, held here so that a callback needs no weak load of the
     /// manager (a weak load per notification, and retains through the object's side table).
     let callbacks: CallbackQueue
@@ -288,9 +294,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard requireConnected("discoverServices(_:)") else { return }
         let wanted = serviceUUIDs.flatMap { $0.isEmpty ? nil : $0.map(\.bluetoothUUID) }
         guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didDiscoverServices: error) }) else { return }
-        onLink { [weak self] link, _ in
-            let finish: @Sendable (Result<[DiscoveredService], GATTClientError>) -> Void = { [weak self] result in
-                self?.report(call, result, apply: { self?.mergeServices($0, requested: wanted) }) { peripheral, delegate, error in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
+            let finish: @Sendable (Result<[DiscoveredService], GATTClientError>) -> Void = { [weakSelf] result in
+                weakSelf.object?.report(call, result, apply: { weakSelf.object?.mergeServices($0, requested: wanted) }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverServices: error)
                 }
             }
@@ -345,10 +351,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard let call = begin({ peripheral, delegate, error in
             delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
         }) else { return }
-        onLink { [weak self] link, _ in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
             link.discoverIncludedServices(of: target) { result in
-                self?.report(call, result, apply: { found in
-                    self?.mergeIncluded(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
+                weakSelf.object?.report(call, result, apply: { found in
+                    weakSelf.object?.mergeIncluded(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
                 }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
                 }
@@ -385,10 +391,10 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard let call = begin({ peripheral, delegate, error in
             delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
         }) else { return }
-        onLink { [weak self] link, _ in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
             link.discoverCharacteristics(of: target) { result in
-                self?.report(call, result, apply: { found in
-                    self?.mergeCharacteristics(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
+                weakSelf.object?.report(call, result, apply: { found in
+                    weakSelf.object?.mergeCharacteristics(found.filter { wanted?.contains($0.uuid) ?? true }, into: service, requested: wanted)
                 }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
                 }
@@ -440,9 +446,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard let call = begin({ peripheral, delegate, error in
             delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error)
         }) else { return }
-        onLink { [weak self] link, _ in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
             link.readValue(of: target.valueHandle) { result in
-                self?.deliverValue(result, for: characteristic, call: call)
+                weakSelf.object?.deliverValue(result, for: characteristic, call: call)
             }
         }
     }
@@ -518,9 +524,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard let call = begin({ peripheral, delegate, error in
             delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
         }) else { return }
-        onLink { [weak self] link, _ in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
             link.writeValue(bytes, to: target.valueHandle) { result in
-                self?.report(call, result) { peripheral, delegate, error in
+                weakSelf.object?.report(call, result) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
                 }
             }
@@ -544,9 +550,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard let call = begin({ peripheral, delegate, error in
             delegate.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
         }) else { return }
-        onLink { [weak self] link, _ in
-            let finish: @Sendable (Result<Void, GATTClientError>) -> Void = { [weak self] result in
-                guard let self else { return }
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
+            let finish: @Sendable (Result<Void, GATTClientError>) -> Void = { [weakSelf] result in
+                guard let self = weakSelf.object else { return }
                 switch result {
                 case .success:
                     self.deliver(call, update: { characteristic.isNotifyingStorage = enabled }) { peripheral, delegate in
@@ -559,10 +565,8 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 }
             }
             if enabled {
-                // Per value: no exclusivity check per read, as a `[weak self]` capture has.
-                let weakSelf = self.map { WeakHandle($0) }
-                link.subscribe(to: target, clientConfiguration: cccd, onValue: { bytes in
-                    weakSelf?.object?.deliverValue(.success(bytes), for: characteristic)
+                link.subscribe(to: target, clientConfiguration: cccd, onValue: { [weakSelf] bytes in
+                    weakSelf.object?.deliverValue(.success(bytes), for: characteristic)
                 }, completion: finish)
             } else {
                 link.unsubscribe(from: target, clientConfiguration: cccd, completion: finish)
@@ -578,9 +582,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard let call = begin({ peripheral, delegate, error in
             delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
         }) else { return }
-        onLink { [weak self] link, _ in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
             link.discoverDescriptors(of: target) { result in
-                self?.report(call, result, apply: { self?.mergeDescriptors($0, into: characteristic) }) { peripheral, delegate, error in
+                weakSelf.object?.report(call, result, apply: { weakSelf.object?.mergeDescriptors($0, into: characteristic) }) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
                 }
             }
@@ -612,9 +616,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard requireConnected("readValue(for:)"), let handle = requireOwn(descriptor, "readValue(for:)") else { return }
         guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didUpdateValueFor: descriptor, error: error) })
         else { return }
-        onLink { [weak self] link, _ in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
             link.readValue(of: handle) { result in
-                guard let self else { return }
+                guard let self = weakSelf.object else { return }
                 switch result {
                 case .success(let bytes):
                     let value = Unchecked(CBDescriptor.typedValue(bytes, uuid: descriptor.uuid.bluetoothUUID))
@@ -641,9 +645,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         let bytes = data.byteArray
         guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error) })
         else { return }
-        onLink { [weak self] link, _ in
+        onLink { [weakSelf = WeakHandle(self)] link, _ in
             link.writeValue(bytes, to: handle) { result in
-                self?.report(call, result) { peripheral, delegate, error in
+                weakSelf.object?.report(call, result) { peripheral, delegate, error in
                     delegate.peripheral(peripheral, didWriteValueFor: descriptor, error: error)
                 }
             }
@@ -658,9 +662,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         guard let call = begin({ peripheral, delegate, error in
             delegate.peripheral(peripheral, didReadRSSI: NSNumber(value: 127), error: error)
         }) else { return }
-        onLink { [weak self] link, service in
+        onLink { [weakSelf = WeakHandle(self)] link, service in
             service.readRSSI(of: link.peer) { result in
-                guard let self else { return }
+                guard let self = weakSelf.object else { return }
                 switch result {
                 case .success(let rssi):
                     let number = NSNumber(value: Int(rssi))
@@ -690,9 +694,9 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
         // Role events come on the device's loop: the channel's bridge works there.
         guard let loop = manager?.roleLoop else { return }
         guard let call = begin({ peripheral, delegate, error in delegate.peripheral(peripheral, didOpen: nil, error: error) }) else { return }
-        onLink { [weak self] link, service in
+        onLink { [weakSelf = WeakHandle(self)] link, service in
             service.openChannel(to: link.peer, psm: PSM) { result in
-                guard let self else {
+                guard let self = weakSelf.object else {
                     if case .success(let channel) = result { channel.close() }
                     return
                 }
@@ -722,17 +726,17 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
     /// The GAP Device Name was read. It replaces `name` on the delegate queue, in order with
     /// the callbacks before it (a `didConnect` still queued shows the name it was made with).
     func linkReadName(_ name: String) {
-        manager?.callbacks.async { [weak self] in
-            guard let self else { return }
-            let changed = synchronized { () -> Bool in
-                hasGAPName = true
-                guard nameStorage != name else { return false }
-                nameStorage = name
+        manager?.callbacks.async { [weakSelf = WeakHandle(self)] in
+            guard let self = weakSelf.object else { return }
+            let changed = self.synchronized { () -> Bool in
+                self.hasGAPName = true
+                guard self.nameStorage != name else { return false }
+                self.nameStorage = name
                 return true
             }
             guard changed else { return }
-            delegate?.peripheralDidUpdateName(self)
-            for observer in synchronized({ taps.observers }) { observer.peripheralDidUpdateName(self) }
+            self.delegate?.peripheralDidUpdateName(self)
+            for observer in self.synchronized({ self.taps.observers }) { observer.peripheralDidUpdateName(self) }
         }
     }
 

@@ -12,7 +12,7 @@ import Scheduling
 /// data, errors — values) into `CBPeripheral` objects, Apple's dictionaries and errors, and
 /// delegate calls on the manager's queue. Called on the device's loop.
 final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
-    weak var manager: CBCentralManager?
+    @WeakHeld var manager: CBCentralManager?
     /// The process's connection events of the manager's device (nil on a daemon, whose own
     /// are reported to it in messages); set once, before the manager is shared.
     var connectionEvents: ConnectionEvents?
@@ -169,7 +169,7 @@ final class CentralEvents: CentralServiceEvents, @unchecked Sendable {
 /// What a central link tells its `CBPeripheral` (held by the peripheral; the link holds it
 /// weakly).
 final class PeripheralLinkEvents: CentralLinkEvents, @unchecked Sendable {
-    weak var peripheral: CBPeripheral?
+    @WeakHeld var peripheral: CBPeripheral?
 
     func linkMTUChanged(_ mtu: Int) { peripheral?.linkMTUChanged(mtu) }
     func linkReadName(_ name: String) { peripheral?.linkReadName(name) }

@@ -7,12 +7,19 @@ import HostStack
 import RemoteRoles
 import RoleServices
 import SMP
+import Scheduling
 
 /// The local device as a peripheral: publishes a GATT database, advertises, answers centrals.
 open class CBPeripheralManager: CBManager, @unchecked Sendable {
     // @unchecked: the delegate, advertising flag and taps are guarded by `objectLock` (the
     // manager's, shared by its centrals and requests: ``ObjectLock``).
-    private weak var delegateStorage: CBPeripheralManagerDelegate?
+    /// Weakly (`WeakHeldExistential`: a weak reference gives the app's object a side table, and
+    /// each retain and release of it per callback the runtime's slow path).
+    @exclusivity(unchecked) private var delegateHeld = WeakHeldExistential<any CBPeripheralManagerDelegate>(wrappedValue: nil)  // under objectLock
+    private var delegateStorage: CBPeripheralManagerDelegate? {
+        get { delegateHeld.wrappedValue }
+        set { delegateHeld.wrappedValue = newValue }
+    }
     private var isAdvertisingStorage = false
     /// The peripheral role on the device's loop (a client of the device while it is on:
     /// services, advertising, connections, requests, updates), and what turns its events
@@ -73,14 +80,14 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
         guard let remoteRole else { return }
         let events = self.events
         let identifier = restoreIdentifier
-        remote.loop.execute { [weak self] in
+        remote.loop.execute { [weakSelf = WeakHandle(self)] in
             remoteRole.open(restoreIdentifier: identifier, onRestore: { restored in
                 // Before the first state, as on iOS.
-                guard let self else { return }
+                guard let self = weakSelf.object else { return }
                 let state = Unchecked(events.restore(restored))
                 self.deliver { manager, delegate in delegate.peripheralManager(manager, willRestoreState: state.value) }
             }, onState: { state, reason in
-                guard let self else { return }
+                guard let self = weakSelf.object else { return }
                 // What the device's stop does in the process (the daemon dropped the
                 // session's services, advertising and centrals).
                 if state != CBManagerState.poweredOn.rawValue { events.deviceDidStop() }
@@ -130,11 +137,11 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// delegate and the tap's observers with `body`.
     func deliver(updating update: (@Sendable () -> Void)? = nil,
                  _ body: @escaping @Sendable (CBPeripheralManager, CBPeripheralManagerDelegate) -> Void) {
-        callbacks.async { [weak self] in
-            guard let self else { return }
+        callbacks.async { [weakSelf = WeakHandle(self)] in
+            guard let self = weakSelf.object else { return }
             update?()
             if let delegate = self.delegate { body(self, delegate) }
-            for observer in synchronized({ self.taps.observers }) { body(self, observer) }
+            for observer in self.synchronized({ self.taps.observers }) { body(self, observer) }
         }
     }
 
@@ -317,9 +324,9 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     }
 
     private func publishChannel(psm: CBL2CAPPSM?, encryptionRequired: Bool) {
-        onService { [weak self] service, _ in
+        onService { [weakSelf = WeakHandle(self)] service, _ in
             service.publishChannel(psm: psm, requiresEncryption: encryptionRequired) { result in
-                self?.deliver { manager, delegate in
+                weakSelf.object?.deliver { manager, delegate in
                     switch result {
                     case .success(let psm):
                         delegate.peripheralManager(manager, didPublishL2CAPChannel: psm, error: nil)
@@ -337,10 +344,10 @@ open class CBPeripheralManager: CBManager, @unchecked Sendable {
     /// `peripheralManager(_:didUnpublishL2CAPChannel:error:)` follows.
     open func unpublishL2CAPChannel(_ PSM: CBL2CAPPSM) {
         guard requirePoweredOn("unpublishL2CAPChannel(_:)") else { return }
-        onService { [weak self] service, _ in
+        onService { [weakSelf = WeakHandle(self)] service, _ in
             service.unpublishChannel(PSM) { removed in
                 let error = removed ? nil : CBError(.invalidParameters, description: "No L2CAP channel of this manager is published on PSM \(PSM).")
-                self?.deliver { manager, delegate in delegate.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
+                weakSelf.object?.deliver { manager, delegate in delegate.peripheralManager(manager, didUnpublishL2CAPChannel: PSM, error: error) }
             }
         }
     }

@@ -19,7 +19,7 @@ import Scheduling
 /// Loop-confined (called on the device's loop, by the service or the manager's loop jobs),
 /// except `outstanding` (behind its lock), which `respond(to:withResult:)` uses on any thread.
 final class PeripheralEvents: PeripheralServiceEvents, @unchecked Sendable {
-    weak var manager: CBPeripheralManager?
+    @WeakHeld var manager: CBPeripheralManager?
 
     /// Requests handed to the delegate and not answered yet (their ids).
     let outstanding = Locked(Set<Int>())
