@@ -51,7 +51,7 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         case request, response, command, notification, indication, confirmation
     }
 
-    public var kind: Kind? { Self.table[Int(rawValue)]?.kind }
+    public var kind: Kind? { Self.kinds[Int(rawValue)] }
 
     /// The spec's name, e.g. "ATT_READ_BY_TYPE_REQ", or "ATT opcode 0xNN" for unknown ones.
     public var name: String {
@@ -84,6 +84,10 @@ public struct ATTOpcode: RawRepresentable, Hashable, Sendable, CustomStringConve
         for (opcode, entry) in definitions { table[Int(opcode)] = entry }
         return table
     }()
+
+    /// The kinds alone, indexed by opcode: every received PDU asks for its kind, and reading it
+    /// from `table` copied (retained and released) the name beside it.
+    private static let kinds: [Kind?] = table.map { $0?.kind }
 
     private static let definitions: [UInt8: (name: String, kind: Kind)] = [
         0x01: ("ATT_ERROR_RSP", .response),

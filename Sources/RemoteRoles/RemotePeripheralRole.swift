@@ -141,8 +141,9 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
         send { .answer(session: $0, request: UInt32(truncatingIfNeeded: id), error: error?.rawValue, value: value) }
     }
 
-    public func acceptUpdate(_ update: PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
-        inbox.withLock { $0.accept(update) }
+    public func acceptUpdate(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
+        var update = Optional(update)
+        return inbox.withLock { $0.accept(update.take()!) }
     }
 
     /// Sends what `acceptUpdate` took, in order; the slots come back with `updatesHandedOver`.

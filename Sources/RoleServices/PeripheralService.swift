@@ -75,6 +75,12 @@ public struct PeripheralUpdate: Sendable {
         self.value = value
         self.centrals = centrals
     }
+
+    /// The value, moved out of the update (reading the field would copy it).
+    consuming func takeValue() -> Data { value }
+
+    /// What a drain leaves in a buffer's slot it moved an update out of (nothing to release).
+    static let moved = PeripheralUpdate(handle: ATTHandle(0), value: Data(), centrals: nil)
 }
 
 /// What the peripheral role service tells the API side (a `CBPeripheralManager`, or a daemon's
@@ -603,8 +609,10 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// Any thread: takes a slot of the update budget for `update` (false when none is free:
     /// `peripheralReadyToUpdateSubscribers` follows once there is room). `needsDrain`: the
     /// caller must run `drainInbox()` on the loop.
-    public func acceptUpdate(_ update: PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
-        inbox.withLock { $0.accept(update) }
+    public func acceptUpdate(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
+        // Moved into the inbox (a capture would copy it: a retain and a release of the value).
+        var update = Optional(update)
+        return inbox.withLock { $0.accept(update.take()!) }
     }
 
     /// Hands what `acceptUpdate` took to the GATT server, which sends each value to its
@@ -624,18 +632,22 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
             return
         }
         var lastPublished: ATTHandle?
-        for accepted in drained {
-            if accepted.handle != lastPublished {
-                guard valueHandles.contains(accepted.handle) else {
+        for index in drained.indices {
+            // Moved out (an empty value left behind): a copy of each cost a retain and a release.
+            var accepted = PeripheralUpdate.moved
+            swap(&accepted, &drained[index])
+            let handle = accepted.handle
+            if handle != lastPublished {
+                guard valueHandles.contains(handle) else {
                     finished += 1 // not published (any more): nobody to send it to
                     continue
                 }
-                lastPublished = accepted.handle
+                lastPublished = handle
             }
             let targets = accepted.centrals.map { centrals in
                 centrals.compactMap { central -> (any GATTServerConnection)? in linksByCentral[central]?.gattConnection }
             }
-            if gatt.updateValue(AppValue(data: accepted.value), forCharacteristic: accepted.handle, onlyTo: targets,
+            if gatt.updateValue(AppValue(data: accepted.takeValue()), forCharacteristic: handle, onlyTo: targets,
                                 owner: updateOwner) {
                 finished += 1
             }
@@ -659,6 +671,8 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
 /// The app's value as it gave it: a notification is encoded straight from its bytes, and one
 /// that waits keeps the `Data`.
 private struct AppValue: GATTValueBytes {
+    /// No more than the bytes: an existential's inline buffer holds three words, and a larger
+    /// value waiting in a queue is boxed (an allocation).
     let data: Data
     func withValueBytes(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool { data.withUnsafeBytes { body($0) } }
 }

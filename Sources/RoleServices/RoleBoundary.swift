@@ -106,7 +106,7 @@ public protocol PeripheralRole: AnyObject, Sendable {
     func answer(_ id: Int, error: ATTErrorCode?, value: [UInt8]?)
     /// Any thread: takes a slot of the update budget for `update` (see
     /// ``PeripheralService/acceptUpdate(_:)``); `needsDrain`: run `drainInbox()` on the loop.
-    func acceptUpdate(_ update: PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool)
+    func acceptUpdate(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool)
     func drainInbox()
     /// Publishes a channel server on `psm` (a dynamic one when nil): the PSM, or why not.
     func publishChannel(psm: UInt16?, requiresEncryption: Bool, completion: @escaping (Result<UInt16, ChannelPublishError>) -> Void)

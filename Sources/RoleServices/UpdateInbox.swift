@@ -22,7 +22,7 @@ public struct UpdateInbox: Sendable {
     public init() {}
 
     /// Takes a slot and queues the value; `needsDrain` when the loop must be asked to drain.
-    public mutating func accept(_ update: PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
+    public mutating func accept(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
         guard available > 0 else {
             owesReadiness = true
             return (false, false)
