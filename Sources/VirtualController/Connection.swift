@@ -27,6 +27,8 @@ final class Connection: @unchecked Sendable {
         var pdu: DataPDU
         /// The last LL PDU of a host ACL packet: sending it frees that controller buffer.
         var releasesBuffer: Bool
+
+        consuming func takePDU() -> DataPDU { pdu }
     }
     /// LL control PDUs go before data.
     @exclusivity(unchecked) var controlQueue = RingBuffer<DataPDU>(capacity: 2)  // exclusivity checks: 0.6 % of notify

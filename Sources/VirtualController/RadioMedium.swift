@@ -35,7 +35,7 @@ public protocol RadioMedium: AnyObject, Sendable {
                   to receiver: RadioDeviceID?) -> Int64
     /// Sends a data PDU to the other end of a connection; nil if nobody could hear it.
     @discardableResult
-    func transmit(_ pdu: DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64?
+    func transmit(_ pdu: consuming DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64?
 
     func openLink(_ accessAddress: UInt32, between a: RadioDeviceID, and b: RadioDeviceID)
     func closeLink(_ accessAddress: UInt32)

@@ -191,18 +191,20 @@ extension VirtualController {
         return connection.dataQueue.popFirst()
     }
 
-    private func send(_ item: Connection.Queued, on connection: Connection) {
-        let delivered = transmit(connection, item.pdu)
-        if delivered != nil && item.releasesBuffer { packetCompleted(connection.handle) }
-        if item.pdu.llid == .control, case .terminateInd? = try? LLControlPDU(decoding: item.pdu.payload[...]) {
-            teardown(connection, reason: .connectionTerminatedByLocalHost)
-        }
+    private func send(_ item: consuming Connection.Queued, on connection: Connection) {
+        let terminates = item.pdu.llid == .control && {
+            if case .terminateInd? = try? LLControlPDU(decoding: item.pdu.payload[...]) { true } else { false }
+        }()
+        let releasesBuffer = item.releasesBuffer
+        // The PDU is moved down to the radio's queue (a copy per layer cost a retain and a release).
+        let delivered = transmit(connection, item.takePDU())
+        if delivered != nil && releasesBuffer { packetCompleted(connection.handle) }
+        if terminates { teardown(connection, reason: .connectionTerminatedByLocalHost) }
     }
 
     /// Puts one PDU on the air; returns its air time, or nil if the peer could not hear it.
     @discardableResult
-    func transmit(_ connection: Connection, _ pdu: DataPDU) -> Int64? {
-        var pdu = pdu
+    func transmit(_ connection: Connection, _ pdu: consuming DataPDU) -> Int64? {
         if connection.txEncrypted && !pdu.payload.isEmpty { pdu.mic = connection.micValue }
         return radio.transmit(pdu, accessAddress: connection.accessAddress, from: radioID, phy: connection.txPHY)
     }

@@ -347,7 +347,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     /// Sends a data-channel PDU to the other device of a connection, if it can hear it.
     /// Returns the air time in nanoseconds (0 in instant mode), or nil if nobody received it.
     @discardableResult
-    public func transmit(_ pdu: DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64? {
+    public func transmit(_ pdu: consuming DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64? {
         guard var link = links[accessAddress], link.reachable else { return nil }
         let fromA = link.a == sender
         let receiver = fromA ? link.b : link.a
@@ -381,6 +381,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
                 loop.execute { self.deliverInstantData() }
             }
         } else {
+            let pdu = pdu
             deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
         }
         return air

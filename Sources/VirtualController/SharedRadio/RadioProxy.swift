@@ -224,7 +224,7 @@ public final class RadioProxy: RadioMedium, @unchecked Sendable {
     }
 
     @discardableResult
-    public func transmit(_ pdu: DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64? {
+    public func transmit(_ pdu: consuming DataPDU, accessAddress: UInt32, from sender: RadioDeviceID, phy: LEPHY) -> Int64? {
         guard isLinkReachable(accessAddress) else { return nil }
         connection.send(.sendData(from: sender, accessAddress: accessAddress, phy: phy.rawValue,
                                   hasMIC: pdu.mic != nil, pdu: pdu.encode()))
