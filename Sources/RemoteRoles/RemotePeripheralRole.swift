@@ -142,8 +142,7 @@ public final class RemotePeripheralRole: PeripheralRole, @unchecked Sendable {
     }
 
     public func acceptUpdate(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
-        var update = Optional(update)
-        return inbox.withLock { $0.accept(update.take()!) }
+        inbox.accept(update)
     }
 
     /// Sends what `acceptUpdate` took, in order; the slots come back with `updatesHandedOver`.

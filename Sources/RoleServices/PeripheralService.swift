@@ -610,9 +610,7 @@ public final class PeripheralService: HostDeviceClient, PeripheralRole, @uncheck
     /// `peripheralReadyToUpdateSubscribers` follows once there is room). `needsDrain`: the
     /// caller must run `drainInbox()` on the loop.
     public func acceptUpdate(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
-        // Moved into the inbox (a capture would copy it: a retain and a release of the value).
-        var update = Optional(update)
-        return inbox.withLock { $0.accept(update.take()!) }
+        inbox.accept(update)
     }
 
     /// Hands what `acceptUpdate` took to the GATT server, which sends each value to its

@@ -1,3 +1,5 @@
+import Scheduling
+
 /// The hand-off between `PeripheralService.acceptUpdate` (or a daemon client's `RemotePeripheralRole`) (any thread, must not block on the
 /// loop: `updateValue` on the API side) and the loop.
 ///
@@ -54,5 +56,14 @@ public struct UpdateInbox: Sendable {
         available = Self.budget
         owesReadiness = false
         drainRequested = false
+    }
+}
+
+extension Locked where Value == UpdateInbox {
+    /// `UpdateInbox.accept` under the lock, the update moved in: captured by the lock's
+    /// closure it would be copied (a retain and a release of the value).
+    public func accept(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
+        var update = Optional(update)
+        return withLock { $0.accept(update.take()!) }
     }
 }

@@ -192,9 +192,8 @@ extension VirtualController {
     }
 
     private func send(_ item: consuming Connection.Queued, on connection: Connection) {
-        let terminates = item.pdu.llid == .control && {
-            if case .terminateInd? = try? LLControlPDU(decoding: item.pdu.payload[...]) { true } else { false }
-        }()
+        var terminates = false
+        if item.pdu.llid == .control, case .terminateInd? = try? LLControlPDU(decoding: item.pdu.payload[...]) { terminates = true }
         let releasesBuffer = item.releasesBuffer
         // The PDU is moved down to the radio's queue (a copy per layer cost a retain and a release).
         let delivered = transmit(connection, item.takePDU())

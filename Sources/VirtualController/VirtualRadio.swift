@@ -381,7 +381,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
                 loop.execute { self.deliverInstantData() }
             }
         } else {
-            let pdu = pdu
+            let pdu = pdu  // a consuming parameter cannot be captured
             deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
         }
         return air
