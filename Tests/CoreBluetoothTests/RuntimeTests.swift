@@ -94,6 +94,26 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
         #expect(radio.now - start >= .seconds(30))
         #expect(radio.now - start < .seconds(31))
     }
+
+    /// The managers hold their delegates weakly, as on iOS (`WeakHeldExistential`, not `weak`,
+    /// underneath): a delegate the app let go reads nil; one set later reads back.
+    @Test func managersHoldTheirDelegatesWeakly() {
+        let radio = CBVirtualRadio(clock: .virtual)
+        let queue = DispatchQueue(label: "weak-delegates")
+        let kept = StateDelegate()
+        weak var released: StateDelegate?
+        let (central, peripheral) = CBVirtualRadio.withCurrent(radio) { () -> (CBCentralManager, CBPeripheralManager) in
+            let gone = StateDelegate()
+            released = gone
+            return (CBCentralManager(delegate: gone, queue: queue), CBPeripheralManager(delegate: gone, queue: queue))
+        }
+        queue.sync {}
+        #expect(released == nil)
+        #expect(central.delegate == nil && peripheral.delegate == nil)
+        central.delegate = kept
+        peripheral.delegate = kept
+        #expect(central.delegate === kept && peripheral.delegate === kept)
+    }
 }
 
 @Suite struct RawDeviceTests {
