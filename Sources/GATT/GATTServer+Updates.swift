@@ -53,8 +53,8 @@ extension GATTServer {
     ///   `onUpdatesHandedOver` when the last connection it waited for took it (or dropped it).
     ///   `owner` (0 and up) says whose count it goes to.
     @discardableResult
-    public func updateValue<Value: GATTValueBytes>(_ value: consuming Value, forCharacteristic valueHandle: ATTHandle,
-                                                   onlyTo targets: [any GATTServerConnection]? = nil, owner: Int = 0) -> Bool {
+    public func updateValue(_ value: consuming any GATTValueBytes, forCharacteristic valueHandle: ATTHandle,
+                            onlyTo targets: [any GATTServerConnection]? = nil, owner: Int = 0) -> Bool {
         update(value, valueHandle, targets, owner)
     }
 
@@ -65,8 +65,11 @@ extension GATTServer {
         update(value, valueHandle, targets, owner)
     }
 
-    private func update<Value: GATTValueBytes>(_ value: consuming Value, _ valueHandle: ATTHandle,
-                                               _ targets: [any GATTServerConnection]?, _ owner: Int) -> Bool {
+    /// An existential, not a generic: the caller's module knows the value's type and boxes it
+    /// once, moving it; unspecialised generic code here copied the value into the queue and
+    /// destroyed the original (a `Data`: a retain and a release each, per update).
+    private func update(_ value: consuming any GATTValueBytes, _ valueHandle: ATTHandle,
+                        _ targets: [any GATTServerConnection]?, _ owner: Int) -> Bool {
         var waiting = Waiting(owner: max(0, owner))
         if let targets {
             for target in targets {
@@ -112,8 +115,8 @@ extension GATTServer {
     /// the connection takes it; otherwise it waits there (the first such connection's queue
     /// takes it when `updateValue` has been through all; the others get a copy now).
     @inline(__always)
-    private func offer<Value: GATTValueBytes>(_ value: borrowing Value, _ handle: ATTHandle, to state: ConnectionState,
-                                              _ waiting: inout Waiting) {
+    private func offer(_ value: borrowing any GATTValueBytes, _ handle: ATTHandle, to state: ConnectionState,
+                       _ waiting: inout Waiting) {
         guard let configuration = state.clientConfigurations[handle] else { return }
         if state.updates.isEmpty, send(value, handle, configuration, to: state) { return }
         guard waiting.first != nil else {
@@ -140,19 +143,8 @@ extension GATTServer {
 
     /// Hands one update to the connection (which cuts it to ATT_MTU − 3): false when it must
     /// wait (its send queue refused the notification, or its indication window is full).
-    private func send<Value: GATTValueBytes>(_ value: borrowing Value, _ handle: ATTHandle,
-                                             _ configuration: GATTClientConfiguration, to state: ConnectionState) -> Bool {
-        if configuration.contains(.notification) {
-            let connection = state.connection
-            return value.withValueBytes { connection.notify(handle: handle, bytes: $0) }
-        }
-        return indicate(value.byteArray, handle, to: state)
-    }
-
-    /// `send` for a value waiting in a queue, used in place (passing it on to the generic
-    /// `send` would copy it).
-    private func sendQueued(_ value: borrowing any GATTValueBytes, _ handle: ATTHandle,
-                            _ configuration: GATTClientConfiguration, to state: ConnectionState) -> Bool {
+    private func send(_ value: borrowing any GATTValueBytes, _ handle: ATTHandle,
+                      _ configuration: GATTClientConfiguration, to state: ConnectionState) -> Bool {
         if configuration.contains(.notification) {
             let connection = state.connection
             return value.withValueBytes { connection.notify(handle: handle, bytes: $0) }
@@ -200,7 +192,7 @@ extension GATTServer {
             state.pumpAgain = false
             while state.isOpen, let handle = state.updates.firstHandle {
                 if let configuration = state.clientConfigurations[handle] {
-                    let taken = state.updates.withFirstValue { value in sendQueued(value, handle, configuration, to: state) }
+                    let taken = state.updates.withFirstValue { value in send(value, handle, configuration, to: state) }
                     guard taken else { break }
                 }
                 let (ticket, owner) = state.updates.removeFirst()
@@ -267,8 +259,9 @@ struct UpdateQueue {
 
     /// Removes the first update; returns its ticket and owner.
     mutating func removeFirst() -> (ticket: Int, owner: Int) {
-        let ticket = items[head].ticket
-        let owner = items[head].owner
+        // Through the buffer: the array's subscript copies the whole element out (its value
+        // retained and released) to read two integers.
+        let (ticket, owner) = items.withUnsafeBufferPointer { ($0[head].ticket, $0[head].owner) }
         head += 1
         if head == items.count {
             items.removeAll(keepingCapacity: true)

@@ -25,10 +25,12 @@ public struct RingBuffer<Element> {
     @inlinable
     public var isEmpty: Bool { count == 0 }
 
+    /// Moves `element` in (a borrowed one was copied: a retain and a release of each reference
+    /// it holds, per element).
     @inlinable
-    public mutating func append(_ element: Element) {
+    public mutating func append(_ element: consuming Element) {
         if count == storage.count { grow() }
-        storage[(head &+ count) & (storage.count &- 1)] = element
+        storage[(head &+ count) & (storage.count &- 1)] = consume element
         _count += 1
     }
 

@@ -85,11 +85,16 @@ public struct WeakHeldExistential<Value> {
 
     @inlinable public var wrappedValue: Value? {
         @inline(__always) get {
+            let bits = bits  // the closure below must not capture self (a copy of the keeper)
             guard let pointer = UnsafeMutableRawPointer(bitPattern: bits.0),
-                  let alive = retainedIfAlive(pointer, as: AnyObject.self) else { return nil }
-            let value = withUnsafeBytes(of: bits) { $0.load(as: Value.self) }   // a retained copy
-            extendLifetime(alive)
-            return value
+                  swift_tryRetain(pointer) != nil else { return nil }
+            // The retain tryRetain took becomes the value's own: its bits are moved (not
+            // copied: a second retain, and a release of the first) into an existential.
+            return withUnsafeTemporaryAllocation(of: Value.self, capacity: 1) { slot in
+                let raw = UnsafeMutableRawPointer(slot.baseAddress!)
+                raw.storeBytes(of: bits, as: (UInt, UInt).self)
+                return slot.baseAddress!.move()
+            }
         }
         set {
             precondition(MemoryLayout<Value>.size == MemoryLayout<(UInt, UInt)>.size,
@@ -103,6 +108,15 @@ public struct WeakHeldExistential<Value> {
             keeper = MemoryKeeper(Unmanaged<AnyObject>.fromOpaque(UnsafeRawPointer(bitPattern: bits.0)!).takeUnretainedValue())
             extendLifetime(newValue)
         }
+    }
+}
+
+extension WeakHeldExistential {
+    /// Whether the object is set and its deinitialisation has not begun, without retaining it
+    /// (what a read costs, and its release, when only the answer is wanted).
+    @inlinable public var isAlive: Bool {
+        guard let pointer = UnsafeMutableRawPointer(bitPattern: bits.0) else { return false }
+        return !swift_isDeallocating(pointer)
     }
 }
 

@@ -60,6 +60,8 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
     final class WeakDevice {
         @WeakHeldExistential var device: RadioDevice?
         init(_ device: RadioDevice) { self.device = device }
+        /// Whether the device is still there, without retaining it.
+        var isAlive: Bool { _device.isAlive }
     }
 
     struct Entry {
@@ -351,7 +353,9 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         guard var link = links[accessAddress], link.reachable else { return nil }
         let fromA = link.a == sender
         let receiver = fromA ? link.b : link.a
-        guard let entry = devices[receiver], entry.poweredOn, let device = entry.device else { return nil }
+        // The receiver's box, not its device: the instant path queues the box (a device read
+        // costs a tryRetain, a retain of the existential, and their releases).
+        guard let entry = devices[receiver], entry.poweredOn, entry.ref.isAlive else { return nil }
         let heard: Int8?
         if fromA || link.b == sender {
             // Both ends are powered on while the link is reachable (`setPowered` re-evaluates it).
@@ -381,6 +385,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
                 loop.execute { self.deliverInstantData() }
             }
         } else {
+            guard let device = entry.device else { return nil }
             let pdu = pdu  // a consuming parameter cannot be captured
             deliver(after: air) { device.radioDidReceive(pdu, accessAddress: accessAddress, rssi: rssi) }
         }

@@ -51,7 +51,10 @@ struct WeakHandleTests {
         let value: Int
         init(_ value: Int) { self.value = value }
     }
-    struct Slot { @WeakHeldExistential var listener: (any Listener)? }
+    struct Slot {
+        @WeakHeldExistential var listener: (any Listener)?
+        var isAlive: Bool { _listener.isAlive }
+    }
     struct ConcreteSlot { @WeakHeld var probe: Probing? }
 
     /// Arrays of wrapped fields, copied and iterated as the stack's listener lists are (a debug
@@ -74,5 +77,21 @@ struct WeakHandleTests {
         #expect(slots.map { $0.listener?.value } == [5, 6, 7, 8, 9])
         objects.removeAll()
         #expect(slots.allSatisfy { $0.listener == nil } && concrete.allSatisfy { $0.probe == nil })
+    }
+
+    /// A read moves the retain it took into the value it returns, and `isAlive` takes none: after
+    /// a thousand of each the object is still uniquely referenced (a leaked retain would show,
+    /// an extra release would free it early).
+    @Test func existentialReadsBalanceTheirRetains() {
+        var object: Probing? = Probing(7)
+        let slot = Slot(listener: object)
+        for _ in 0..<1_000 {
+            #expect(slot.listener?.value == 7)
+            #expect(slot.isAlive)
+        }
+        #expect(isKnownUniquelyReferenced(&object))
+        object = nil
+        #expect(slot.listener == nil && !slot.isAlive)
+        #expect(!Slot(listener: nil).isAlive)
     }
 }

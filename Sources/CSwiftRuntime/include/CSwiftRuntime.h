@@ -6,4 +6,8 @@
 // It takes and returns the object's pointer (HeapObject *), with the C calling convention.
 void *_Nullable swift_tryRetain(void *_Nonnull object);
 
+// Also of the stable ABI: whether a native Swift object's deinitialisation has begun (no
+// retain taken; the object's memory must still be allocated).
+_Bool swift_isDeallocating(void *_Nonnull object);
+
 #endif
