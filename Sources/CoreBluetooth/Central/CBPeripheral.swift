@@ -464,20 +464,23 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
                 delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: nil)
             }
         case .success(let bytes):
-            // One closure per value (what `deliver(update:_:)` does, without its two inner ones).
-            let value = Data(bytes)
-            callbacks.async { [self] in
-                let (delegate, observers) = synchronized { () -> (CBPeripheralDelegate?, [CBPeripheralDelegate]) in
-                    characteristic.valueStorage = value
-                    return (delegateStorage, taps.observers)
-                }
-                delegate?.peripheral(self, didUpdateValueFor: characteristic, error: nil)
-                for observer in observers { observer.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
-            }
+            // No closure per value (what `deliver(update:_:)` makes, with two inner ones).
+            callbacks.asyncValue(Data(bytes), for: characteristic, of: self)
         case .failure(let error):
             guard let call else { return }
             fail(call, error) { peripheral, delegate, error in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
         }
+    }
+
+    /// On the delegate queue: a value the peripheral notified or indicated (no call of the
+    /// app's asked for it) becomes the characteristic's, and the delegate hears of it.
+    func deliverUpdatedValue(_ value: Data, for characteristic: CBCharacteristic) {
+        let (delegate, observers) = synchronized { () -> (CBPeripheralDelegate?, [CBPeripheralDelegate]) in
+            characteristic.valueStorage = value
+            return (delegateStorage, taps.observers)
+        }
+        delegate?.peripheral(self, didUpdateValueFor: characteristic, error: nil)
+        for observer in observers { observer.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
     }
 
     /// The longest value one write of `type` can carry: ATT_MTU − 3 without response (from the

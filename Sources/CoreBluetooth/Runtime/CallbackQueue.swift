@@ -27,9 +27,23 @@ final class CallbackQueue: @unchecked Sendable {
     @exclusivity(unchecked) private var spare: [Callback] = []  // exclusivity checks: 0.28 % of notify
 
     /// A callback, wrapped: closures stored directly in an array are kept at their most general
-    /// abstraction, which costs a thunk allocated around each.
-    struct Callback {
-        let body: @Sendable () -> Void
+    /// abstraction, which costs a thunk allocated around each. A value notified or indicated to
+    /// a peripheral's characteristic (the hottest callback of all) is kept as its three parts,
+    /// not in a closure: its context was an allocation, and its free, per value.
+    enum Callback {
+        case closure(@Sendable () -> Void)
+        case value(CBPeripheral, CBCharacteristic, Data)
+        /// What a callback taken out of its batch leaves behind.
+        case taken
+
+        func run() {
+            switch self {
+            case .closure(let body): body()
+            case .value(let peripheral, let characteristic, let value):
+                peripheral.deliverUpdatedValue(value, for: characteristic)
+            case .taken: break
+            }
+        }
     }
 
     /// Before this moment the first block does not run (guarded by `lock`; nil once that block
@@ -73,9 +87,17 @@ final class CallbackQueue: @unchecked Sendable {
     }
 
     /// Runs `body` on the delegate queue, after the callbacks already queued.
-    func async(_ body: @escaping @Sendable () -> Void) {
+    func async(_ body: @escaping @Sendable () -> Void) { enqueue(.closure(body)) }
+
+    /// On the delegate queue, after the callbacks already queued: `peripheral` takes `value`
+    /// for `characteristic` and tells its delegate (`CBPeripheral.deliverUpdatedValue`).
+    func asyncValue(_ value: Data, for characteristic: CBCharacteristic, of peripheral: CBPeripheral) {
+        enqueue(.value(peripheral, characteristic, value))
+    }
+
+    private func enqueue(_ callback: consuming Callback) {
         lock.lock()
-        waiting.append(Callback(body: body))
+        waiting.append(callback)
         if blockQueued {
             lock.unlock()
             return
@@ -118,12 +140,18 @@ final class CallbackQueue: @unchecked Sendable {
         swap(&batch, &waiting)
         blockQueued = false
         lock.unlock()
-        for callback in batch {
-            // A request the callback makes (a read, `respond`) runs on this thread once the
-            // callback returns, if the loop's thread sleeps, instead of waking it; before the
-            // waiters' conditions, which may wait on the loop themselves.
-            clock.handingOffInline(callback.body)
-            CallbackWaiters.shared.callbackFinished(clock: clock)
+        batch.withUnsafeMutableBufferPointer { callbacks in
+            for index in callbacks.indices {
+                // Moved out, `taken` left behind: a copy retained and released each reference
+                // the callback holds.
+                let callback = (callbacks.baseAddress! + index).move()
+                (callbacks.baseAddress! + index).initialize(to: .taken)
+                // A request the callback makes (a read, `respond`) runs on this thread once the
+                // callback returns, if the loop's thread sleeps, instead of waking it; before the
+                // waiters' conditions, which may wait on the loop themselves.
+                clock.handingOffInline { callback.run() }
+                CallbackWaiters.shared.callbackFinished(clock: clock)
+            }
         }
         batch.removeAll(keepingCapacity: true)
         lock.lock()
