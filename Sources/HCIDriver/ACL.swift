@@ -13,7 +13,7 @@ extension HCIDriver {
     /// buffer sizes, for a PDU whose length field disagrees with its size, or when the
     /// connection already has `maxQueuedPDUsPerConnection` PDUs waiting.
     @discardableResult
-    public func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool {
+    public func sendACL(handle: ConnectionHandle, pdu: consuming [UInt8]) -> Bool {
         guard state == .running, let fragmentSize = controllerInfo?.aclDataPacketLength, fragmentSize > 0 else {
             logger.warning("ACL for 0x\(String(handle, radix: 16)) before the driver runs; rejected")
             return false
@@ -35,18 +35,22 @@ extension HCIDriver {
         // walk. Free buffers with packets waiting cannot be: the pump runs until one runs out.
         if pdu.count <= fragmentSize, aclCredits > 0, sendOrder.isEmpty, connection.fragments.isEmpty {
             takeBuffer(for: connection)
-            transport.send(.acl(ACLDataPacket(handle: handle, boundary: .firstNonFlushable, data: pdu)))
+            transport.send(.acl(ACLDataPacket(handle: handle, boundary: .firstNonFlushable, data: consume pdu)))
             return true
         }
-        var offset = 0
-        while offset < pdu.count {
-            let end = min(offset + fragmentSize, pdu.count)
-            // A PDU that fits one fragment goes as it is, without a copy.
-            let data = offset == 0 && end == pdu.count ? pdu : Array(pdu[offset..<end])
-            let packet = ACLDataPacket(handle: handle, boundary: offset == 0 ? .firstNonFlushable : .continuing,
-                                       data: data)
-            connection.fragments.append((packet: packet, endsPDU: end == pdu.count))
-            offset = end
+        if pdu.count <= fragmentSize {
+            // A PDU that fits one fragment goes as it is, moved (not copied).
+            let packet = ACLDataPacket(handle: handle, boundary: .firstNonFlushable, data: consume pdu)
+            connection.fragments.append((packet: packet, endsPDU: true))
+        } else {
+            var offset = 0
+            while offset < pdu.count {
+                let end = min(offset + fragmentSize, pdu.count)
+                let packet = ACLDataPacket(handle: handle, boundary: offset == 0 ? .firstNonFlushable : .continuing,
+                                           data: Array(pdu[offset..<end]))
+                connection.fragments.append((packet: packet, endsPDU: end == pdu.count))
+                offset = end
+            }
         }
         connection.queuedPDUs += 1
         if !sendOrder.contains(handle) { sendOrder.append(handle) }

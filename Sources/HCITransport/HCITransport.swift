@@ -34,8 +34,9 @@ public protocol HCITransport: AnyObject, Sendable {
     func open(on loop: EventLoop, sink: HCIPacketSink) throws
     /// Sends a packet without waiting: what the medium can't take yet is queued. Call on the
     /// loop given to `open`. Packets sent after the transport closed are dropped (the sink has
-    /// been told it closed).
-    func send(_ packet: HCIPacket)
+    /// been told it closed). The packet is moved in (the transport queues it or hands it on
+    /// as it is: a borrowed one was copied, a retain and a release of its bytes per packet).
+    func send(_ packet: consuming HCIPacket)
     /// Closes the transport; the sink is told with `transportClosed(nil)`.
     func close()
 }

@@ -7,7 +7,8 @@ import StackLogging
 /// What L2CAP needs from the layer below: whole PDUs out on a connection, and how many wait.
 /// `HCIDriver` is it (the conformance is in HostStack, which has both); tests use a double.
 public protocol L2CAPLowerLayer: AnyObject {
-    func sendACL(handle: ConnectionHandle, pdu: [UInt8]) -> Bool
+    /// Moves the PDU down (a borrowed one was copied into the packet: a retain and a release).
+    func sendACL(handle: ConnectionHandle, pdu: consuming [UInt8]) -> Bool
     func queuedPDUs(handle: ConnectionHandle) -> Int
 }
 
@@ -245,7 +246,7 @@ public final class L2CAPLink: @unchecked Sendable {
 
     /// Sends a whole, encoded basic frame, if fewer than `limit` PDUs of the link wait for
     /// controller buffers (one look at the layer below for both).
-    func send(framed pdu: [UInt8], ifQueuedBelow limit: Int = .max) -> Bool {
+    func send(framed pdu: consuming [UInt8], ifQueuedBelow limit: Int = .max) -> Bool {
         guard isOpen, limit == .max || lower.queuedPDUs(handle: handle) < limit else { return false }
         return lower.sendACL(handle: handle, pdu: pdu)
     }

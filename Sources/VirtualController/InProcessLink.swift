@@ -63,14 +63,17 @@ public final class InProcessHCILink: Sendable {
 
         /// Closing closes both ends (`close(peerError:)`), so the other end's check in
         /// `deliver` stands for this one's.
-        public func send(_ packet: HCIPacket) {
+        public func send(_ packet: consuming HCIPacket) {
             peer?.deliver(packet)
         }
 
-        func deliver(_ packet: HCIPacket) {
+        func deliver(_ packet: consuming HCIPacket) {
+            // Moved into the lock's closure through an optional (a closure cannot consume what
+            // it captures).
+            var moving: HCIPacket? = consume packet
             let loop: EventLoop? = state.withLock { state in
                 guard !state.closed else { return nil }
-                state.arrived.append(packet)
+                state.arrived.append(moving.take()!)
                 guard !state.deliveryPosted, let loop = state.loop else { return nil }
                 state.deliveryPosted = true
                 return loop

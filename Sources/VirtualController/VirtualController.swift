@@ -173,7 +173,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
 
     // MARK: Events to the host
 
-    func send(_ packet: HCIPacket) { host?.send(packet) }
+    func send(_ packet: consuming HCIPacket) { host?.send(packet) }
 
     func sendEvent<E: HCIEventParameters>(_ event: E) {
         if let bit = Self.eventMaskBit[E.eventCode], eventMask & (1 << bit) == 0 { return }
