@@ -55,35 +55,43 @@ extension GATTServer {
     @discardableResult
     public func updateValue(_ value: consuming any GATTValueBytes, forCharacteristic valueHandle: ATTHandle,
                             onlyTo targets: [any GATTServerConnection]? = nil, owner: Int = 0) -> Bool {
-        update(value, valueHandle, targets, owner)
+        update(MovedValue(value: value), valueHandle, targets, owner)
+    }
+
+    /// The value in a noncopyable struct, taken out by a consuming method, so that it is moved
+    /// from the caller into the queue. Passed as a bare existential, the optimiser specialised
+    /// `update` for the value's type behind a thunk that copied it (and destroyed the original:
+    /// a retain and a release of a `Data`); read as a field, it was copied into the queue. An
+    /// existential, not a generic, for the same reason: the caller's module knows the value's
+    /// type and boxes it once; unspecialised generic code here copied it.
+    private struct MovedValue: ~Copyable {
+        var value: any GATTValueBytes
+        consuming func take() -> any GATTValueBytes { value }
+    }
+
+    private func update(_ moved: consuming MovedValue, _ valueHandle: ATTHandle,
+                        _ targets: [any GATTServerConnection]?, _ owner: Int) -> Bool {
+        var waiting = Waiting(owner: max(0, owner))
+        if let targets {
+            for target in targets {
+                guard let state = connections[ObjectIdentifier(target)] else { continue }
+                offer(moved.value, valueHandle, to: state, &waiting)
+            }
+        } else {
+            for state in connectionList { offer(moved.value, valueHandle, to: state, &waiting) }
+        }
+        guard let first = waiting.first else { return true }
+        // The first connection that has to wait for it keeps the value itself (the others, if
+        // any, queued copies).
+        first.updates.append(valueHandle, moved.take(), ticket: waiting.ticket, owner: waiting.owner)
+        return false
     }
 
     /// `updateValue` for an array (so that literals choose it).
     @discardableResult
     public func updateValue(_ value: [UInt8], forCharacteristic valueHandle: ATTHandle,
                             onlyTo targets: [any GATTServerConnection]? = nil, owner: Int = 0) -> Bool {
-        update(value, valueHandle, targets, owner)
-    }
-
-    /// An existential, not a generic: the caller's module knows the value's type and boxes it
-    /// once, moving it; unspecialised generic code here copied the value into the queue and
-    /// destroyed the original (a `Data`: a retain and a release each, per update).
-    private func update(_ value: consuming any GATTValueBytes, _ valueHandle: ATTHandle,
-                        _ targets: [any GATTServerConnection]?, _ owner: Int) -> Bool {
-        var waiting = Waiting(owner: max(0, owner))
-        if let targets {
-            for target in targets {
-                guard let state = connections[ObjectIdentifier(target)] else { continue }
-                offer(value, valueHandle, to: state, &waiting)
-            }
-        } else {
-            for state in connectionList { offer(value, valueHandle, to: state, &waiting) }
-        }
-        guard let first = waiting.first else { return true }
-        // The first connection that has to wait for it keeps the value itself (the others, if
-        // any, queued copies).
-        first.updates.append(valueHandle, consume value, ticket: waiting.ticket, owner: waiting.owner)
-        return false
+        update(MovedValue(value: value), valueHandle, targets, owner)
     }
 
     /// Where one update waits, as `updateValue` goes through its targets: nowhere yet; for
@@ -246,7 +254,9 @@ struct UpdateQueue {
 
     var isEmpty: Bool { head == items.count }
     var count: Int { items.count - head }
-    var firstHandle: ATTHandle? { head < items.count ? items[head].handle : nil }
+    /// Through the buffer, as every read of an element here: the array's subscript copies the
+    /// whole element out (its value retained and released) to read one field.
+    var firstHandle: ATTHandle? { head < items.count ? items.withUnsafeBufferPointer { $0[head].handle } : nil }
 
     /// Calls `body` with the first update's value in place (the queue must not change meanwhile).
     func withFirstValue(_ body: (borrowing any GATTValueBytes) -> Bool) -> Bool {
@@ -259,8 +269,6 @@ struct UpdateQueue {
 
     /// Removes the first update; returns its ticket and owner.
     mutating func removeFirst() -> (ticket: Int, owner: Int) {
-        // Through the buffer: the array's subscript copies the whole element out (its value
-        // retained and released) to read two integers.
         let (ticket, owner) = items.withUnsafeBufferPointer { ($0[head].ticket, $0[head].owner) }
         head += 1
         if head == items.count {
