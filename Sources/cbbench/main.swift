@@ -73,7 +73,8 @@ if let index = argumentList.firstIndex(of: "--connections-child") {
 }
 /// `--count N` with `--only notify`: that many notifications after the warm-up (profiling:
 /// two counts under callgrind, the difference of their totals over the difference of the
-/// counts is the cost of one notification, set-up excluded).
+/// counts is the cost of one notification, set-up excluded). With `--only daemon`, that many
+/// notifications through the daemon, and no in-process comparison.
 var notifyCount: Int?
 if let index = argumentList.firstIndex(of: "--count") {
     guard index + 1 < argumentList.count, let n = Int(argumentList[index + 1]), n > 0 else { fail("--count needs a number") }
@@ -169,7 +170,7 @@ if selected("fleet") {
 if selected("daemon") {
     // Beside the in-process rate of the same run (measured here when `pair` did not run).
     var inProcess = figures.first { $0.name == "notify_20B_per_s" }?.value
-    if inProcess == nil {
+    if inProcess == nil && notifyCount == nil {
         progress("API pair: notify 20 B (in process, for the daemon's comparison)")
         let pair = BenchPair()
         _ = apiNotify(pair, count: pick(2_000, 2_000, 100), size: 20)
@@ -178,7 +179,7 @@ if selected("daemon") {
         inProcess = inProcessFigures.first?.value
     }
     progress("corebluetoothd: notify 20 B to a daemon client")
-    figures += apiDaemonNotify(count: pick(100_000, 50_000, 500), inProcess: inProcess)
+    figures += apiDaemonNotify(count: notifyCount ?? pick(100_000, 50_000, 500), inProcess: inProcess)
 }
 
 /// Children (workload 6, Bumble) that failed: the run exits with status 1 after its table.
