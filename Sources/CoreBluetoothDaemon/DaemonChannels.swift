@@ -97,7 +97,7 @@ final class SessionChannels: @unchecked Sendable {
 final class ChannelRelay: RoleChannelEvents {
     let id: UInt32
     let channel: RoleChannel
-    private weak var owner: SessionChannels?
+    @WeakHeld private var owner: SessionChannels?
     /// Bytes of `channelData` the client has not counted as consumed.
     private var unconsumed = 0 {
         didSet { owner?.ledger.buffered += unconsumed - oldValue }

@@ -8,6 +8,7 @@ import HCIDriver
 import HCITransport
 import HostDevice
 import RoleServices
+import Scheduling
 
 /// Why the daemon stops serving a client: what it sent is not the protocol, or not allowed.
 public struct DaemonClientViolation: Error, Sendable, Hashable, CustomStringConvertible {
@@ -128,9 +129,9 @@ public final class DaemonClient: @unchecked Sendable {
             guard centrals[session] == nil, peripherals[session] == nil else { throw DaemonClientViolation("session \(session) is open already") }
             // Nothing reaches the client once it is closed (a link another client shares may
             // still deliver a value this session subscribed to).
-            let sink: (DaemonMessage) -> Void = { [weak self] message in
-                guard let self, !isClosed else { return }
-                send(message)
+            let sink: (DaemonMessage) -> Void = { [weakSelf = WeakHandle(self)] message in
+                guard let self = weakSelf.object, !self.isClosed else { return }
+                self.send(message)
             }
             if let identifier, let restoration,
                let kept = restoration.take(DaemonRestoration.Key(uid: uid, role: .central, identifier: identifier), as: CentralSession.self) {
@@ -145,9 +146,9 @@ public final class DaemonClient: @unchecked Sendable {
             guard centrals[session] == nil, peripherals[session] == nil else {
                 throw DaemonClientViolation("session \(session) is open already")
             }
-            let sink: (DaemonMessage) -> Void = { [weak self] message in
-                guard let self, !isClosed else { return }
-                send(message)
+            let sink: (DaemonMessage) -> Void = { [weakSelf = WeakHandle(self)] message in
+                guard let self = weakSelf.object, !self.isClosed else { return }
+                self.send(message)
             }
             if let identifier, let restoration,
                let kept = restoration.take(DaemonRestoration.Key(uid: uid, role: .peripheral, identifier: identifier),
@@ -259,9 +260,12 @@ public final class DaemonRestoration: @unchecked Sendable {
         // Two clients held the same key at once: the one that went last is kept.
         if let earlier = kept.updateValue(session, forKey: key), earlier !== session { earlier.end() }
         woken.remove(key)
-        session.wake = { [weak self, weak session] event in
-            guard let self, let session, kept[key] === session, woken.insert(key).inserted else { return }
-            onEvent?(key, event)
+        // Without `weak`: a weak reference gives the session (on every notification's path) a
+        // side table, and every retain and release of it the slow path.
+        let weakSession = WeakHeldExistential<any KeptSession>(wrappedValue: session)
+        session.wake = { [weakSelf = WeakHandle(self)] event in
+            guard let self = weakSelf.object, let session = weakSession.wrappedValue, self.kept[key] === session, self.woken.insert(key).inserted else { return }
+            self.onEvent?(key, event)
         }
     }
 
@@ -342,7 +346,7 @@ extension DaemonMessage {
 final class CentralSession: CentralServiceEvents, KeptSession, ChannelSession, @unchecked Sendable {
     private(set) var id: UInt32
     /// The channels it opened, relayed to its client.
-    private(set) lazy var channels = SessionChannels(ledger: channelLedger) { [weak self] make in self?.emit(make) }
+    private(set) lazy var channels = SessionChannels(ledger: channelLedger) { [weakSelf = WeakHandle(self)] make in weakSelf.object?.emit(make) }
     private let channelLedger: DaemonChannelLedger
     /// Its client's pairing agent, when it has one.
     var pairing: SessionPairingAgent?
@@ -513,43 +517,43 @@ final class CentralSession: CentralServiceEvents, KeptSession, ChannelSession, @
             service.cancel(peer, notify: notify)
         case .discoverServices(_, let peer, let request, let uuid):
             guard let link = link(peer) else { return emit { .services(session: $0, request: request, result: .failure(.disconnected)) } }
-            link.discoverPrimaryServices(uuid: uuid) { [weak self] result in
-                guard let self else { return }
-                if case .success(let found) = result { recordServices(found, of: uuid, on: peer) }
-                answer(asked) { .services(session: $0, request: request, result: result) }
+            link.discoverPrimaryServices(uuid: uuid) { [weakSelf = WeakHandle(self)] result in
+                guard let self = weakSelf.object else { return }
+                if case .success(let found) = result { self.recordServices(found, of: uuid, on: peer) }
+                self.answer(asked) { .services(session: $0, request: request, result: result) }
             }
         case .discoverIncludedServices(_, let peer, let request, let target):
             guard let link = link(peer) else {
                 return emit { .includedServices(session: $0, request: request, result: .failure(.disconnected)) }
             }
-            link.discoverIncludedServices(of: target) { [weak self] result in
-                self?.answer(asked) { .includedServices(session: $0, request: request, result: result) }
+            link.discoverIncludedServices(of: target) { [weakSelf = WeakHandle(self)] result in
+                weakSelf.object?.answer(asked) { .includedServices(session: $0, request: request, result: result) }
             }
         case .discoverCharacteristics(_, let peer, let request, let target):
             guard let link = link(peer) else {
                 return emit { .characteristics(session: $0, request: request, result: .failure(.disconnected)) }
             }
-            link.discoverCharacteristics(of: target) { [weak self] result in
-                guard let self else { return }
-                if case .success(let found) = result { records[peer]?.characteristics[target.handles.lowerBound] = found }
-                answer(asked) { .characteristics(session: $0, request: request, result: result) }
+            link.discoverCharacteristics(of: target) { [weakSelf = WeakHandle(self)] result in
+                guard let self = weakSelf.object else { return }
+                if case .success(let found) = result { self.records[peer]?.characteristics[target.handles.lowerBound] = found }
+                self.answer(asked) { .characteristics(session: $0, request: request, result: result) }
             }
         case .discoverDescriptors(_, let peer, let request, let characteristic):
             guard let link = link(peer) else {
                 return emit { .descriptors(session: $0, request: request, result: .failure(.disconnected)) }
             }
-            link.discoverDescriptors(of: characteristic) { [weak self] result in
-                guard let self else { return }
-                if case .success(let found) = result { records[peer]?.descriptors[characteristic.valueHandle] = found }
-                answer(asked) { .descriptors(session: $0, request: request, result: result) }
+            link.discoverDescriptors(of: characteristic) { [weakSelf = WeakHandle(self)] result in
+                guard let self = weakSelf.object else { return }
+                if case .success(let found) = result { self.records[peer]?.descriptors[characteristic.valueHandle] = found }
+                self.answer(asked) { .descriptors(session: $0, request: request, result: result) }
             }
         case .read(_, let peer, let request, let handle):
             guard let link = link(peer) else { return emit { .value(session: $0, request: request, result: .failure(.disconnected)) } }
-            link.readValue(of: handle) { [weak self] result in self?.answer(asked) { .value(session: $0, request: request, result: result) } }
+            link.readValue(of: handle) { [weakSelf = WeakHandle(self)] result in weakSelf.object?.answer(asked) { .value(session: $0, request: request, result: result) } }
         case .write(_, let peer, let request, let handle, let value):
             guard let link = link(peer) else { return emit { .done(session: $0, request: request, error: .disconnected) } }
-            link.writeValue(value, to: handle) { [weak self] result in
-                self?.answer(asked) { .done(session: $0, request: request, error: result.failure) }
+            link.writeValue(value, to: handle) { [weakSelf = WeakHandle(self)] result in
+                weakSelf.object?.answer(asked) { .done(session: $0, request: request, error: result.failure) }
             }
         case .writeWithoutResponse(_, let peer, let handle, let value):
             link(peer)?.enqueueWrite(value, to: handle)
@@ -560,30 +564,30 @@ final class CentralSession: CentralServiceEvents, KeptSession, ChannelSession, @
                 return emit { .done(session: $0, request: request, error: .disconnected) }
             }
             let handle = characteristic.valueHandle
-            let finish: (Result<Void, GATTClientError>) -> Void = { [weak self] result in
-                guard let self else { return }
+            let finish: (Result<Void, GATTClientError>) -> Void = { [weakSelf = WeakHandle(self)] result in
+                guard let self = weakSelf.object else { return }
                 if result.failure == nil {
-                    if enabled { records[peer]?.notifying.insert(handle) } else { records[peer]?.notifying.remove(handle) }
+                    if enabled { self.records[peer]?.notifying.insert(handle) } else { self.records[peer]?.notifying.remove(handle) }
                 }
-                answer(asked) { .done(session: $0, request: request, error: result.failure) }
+                self.answer(asked) { .done(session: $0, request: request, error: result.failure) }
             }
             if enabled {
-                subscriptions.subscribe(self, on: connection, to: characteristic, clientConfiguration: cccd, onValue: { [weak self] value in
-                    self?.notify(peer, handle, value)
+                subscriptions.subscribe(self, on: connection, to: characteristic, clientConfiguration: cccd, onValue: { [weakSelf = WeakHandle(self)] value in
+                    weakSelf.object?.notify(peer, handle, value)
                 }, completion: finish)
             } else {
                 subscriptions.unsubscribe(self, on: connection, from: characteristic, clientConfiguration: cccd, completion: finish)
             }
         case .registerConnectionEvents(_, let services, let peripherals):
             let filter = ConnectionEvents.Filter(services: services.map(Set.init), peripherals: peripherals.map(Set.init))
-            connectionEvents?.register(self, filter: filter) { [weak self] peer, connected in
-                self?.emit { .connectionEvent(session: $0, peer: peer, connected: connected) }
+            connectionEvents?.register(self, filter: filter) { [weakSelf = WeakHandle(self)] peer, connected in
+                weakSelf.object?.emit { .connectionEvent(session: $0, peer: peer, connected: connected) }
             }
         case .readRSSI(_, let peer, let request):
-            service.readRSSI(of: peer) { [weak self] result in
+            service.readRSSI(of: peer) { [weakSelf = WeakHandle(self)] result in
                 switch result {
-                case .success(let rssi): self?.answer(asked) { .rssi(session: $0, request: request, rssi: rssi, error: nil) }
-                case .failure(let error): self?.answer(asked) { .rssi(session: $0, request: request, rssi: 127, error: "\(error)") }
+                case .success(let rssi): weakSelf.object?.answer(asked) { .rssi(session: $0, request: request, rssi: rssi, error: nil) }
+                case .failure(let error): weakSelf.object?.answer(asked) { .rssi(session: $0, request: request, rssi: 127, error: "\(error)") }
                 }
             }
         case .setConnectionParameters(_, let peer, let intervalMin, let intervalMax, let latency, let timeout):
@@ -595,21 +599,21 @@ final class CentralSession: CentralServiceEvents, KeptSession, ChannelSession, @
             // The decoder let only LE PHYs through.
             if let phy = LEPHY(rawValue: phy) { service.setPHY(of: peer, phy) }
         case .openChannel(_, let peer, let request, let psm):
-            service.openChannel(to: peer, psm: psm) { [weak self] result in
+            service.openChannel(to: peer, psm: psm) { [weakSelf = WeakHandle(self)] result in
                 switch result {
                 case .success(let channel):
                     // Nobody to hand it to (the client that asked went): it closes.
-                    guard let self, asked == generation, sink != nil else { return channel.close() }
-                    channels.add(channel) { id in emit { .channelOpened(session: $0, request: request, result: .success(id)) } }
+                    guard let self = weakSelf.object, asked == self.generation, self.sink != nil else { return channel.close() }
+                    self.channels.add(channel) { id in self.emit { .channelOpened(session: $0, request: request, result: .success(id)) } }
                 case .failure(let error):
-                    self?.answer(asked) { .channelOpened(session: $0, request: request, result: .failure(DaemonChannelOpenError(error))) }
+                    weakSelf.object?.answer(asked) { .channelOpened(session: $0, request: request, result: .failure(DaemonChannelOpenError(error))) }
                 }
             }
         default:
             if channels.handle(message) { return }
-            _ = handlePairing(message, emit: { [weak self] make in
-                guard let self, sink != nil else { return false }
-                emit(make)
+            _ = handlePairing(message, emit: { [weakSelf = WeakHandle(self)] make in
+                guard let self = weakSelf.object, self.sink != nil else { return false }
+                self.emit(make)
                 return true
             }, install: { service.pairingAgent = $0 })
         }
@@ -713,7 +717,7 @@ final class CentralSession: CentralServiceEvents, KeptSession, ChannelSession, @
 
 /// One link's events, as messages naming its peer.
 final class LinkRelay: CentralLinkEvents, @unchecked Sendable {
-    private weak var session: CentralSession?
+    @WeakHeld private var session: CentralSession?
     let peer: LEAddress
 
     init(session: CentralSession, peer: LEAddress) {

@@ -263,8 +263,8 @@ final class DaemonConnection: @unchecked Sendable {
         let wire = wireClock
         let socket = FramedSocket(fd: fd, name: "corebluetoothd client \(credentials.pid)", outboxLimit: DaemonServer.outboxLimit,
                               wireClock: wire,
-                              onMessages: { [weak self] messages in
-                                  guard let self else {
+                              onMessages: { [weakSelf = WeakHandle(self)] messages in
+                                  guard let self = weakSelf.object else {
                                       for _ in messages { wire?.delivered() }
                                       return
                                   }
@@ -276,17 +276,17 @@ final class DaemonConnection: @unchecked Sendable {
                                       }
                                   }
                               },
-                              onClose: { [weak self] reason in
-                                  guard let self else { return }
+                              onClose: { [weakSelf = WeakHandle(self)] reason in
+                                  guard let self = weakSelf.object else { return }
                                   loop.execute { [self] in
-                                      client?.close()
-                                      client = nil
+                                      self.client?.close()
+                                      self.client = nil
                                       wire?.connectionClosed()
                                   }
                                   // After the close is posted: what the device hears from now
                                   // on reaches the loop after it (a restorable session parks it).
-                                  logger.info("client pid \(credentials.pid) left: \(reason)")
-                                  gone(self)
+                                  self.logger.info("client pid \(self.credentials.pid) left: \(reason)")
+                                  self.gone(self)
                               })
         // Set before anything can use it: the threads start and the client is made after.
         self.socket = socket

@@ -2,6 +2,7 @@ import ATT
 import GATT
 import HCI
 import HostDevice
+import Scheduling
 
 /// The subscriptions of every central session of the daemon, per link and characteristic.
 ///
@@ -48,11 +49,11 @@ public final class DaemonSubscriptions: @unchecked Sendable {
         let id = ObjectIdentifier(session)
         entries[key, default: Entry(connection: connection, characteristic: characteristic, cccd: clientConfiguration,
                                     sessions: [:])].sessions[id] = onValue
-        connection.client.subscribe(to: characteristic, clientConfiguration: clientConfiguration, onValue: { [weak self] value in
-            guard let entry = self?.entries[key] else { return }
+        connection.client.subscribe(to: characteristic, clientConfiguration: clientConfiguration, onValue: { [weakSelf = WeakHandle(self)] value in
+            guard let entry = weakSelf.object?.entries[key] else { return }
             for handler in entry.sessions.values { handler(value) }
-        }, completion: { [weak self] result in
-            if case .failure = result { self?.remove(id, from: key) }
+        }, completion: { [weakSelf = WeakHandle(self)] result in
+            if case .failure = result { weakSelf.object?.remove(id, from: key) }
             completion(result.map { _ in () })
         })
     }

@@ -7,6 +7,7 @@ import HCI
 import HCITransport
 import HostDevice
 import RoleServices
+import Scheduling
 
 /// One peripheral manager of a client, on the daemon: a `PeripheralService` on the device (its
 /// services in the device's one database, its own advertising set, requests for its own
@@ -25,7 +26,7 @@ import RoleServices
 final class PeripheralSession: PeripheralServiceEvents, KeptSession, ChannelSession, @unchecked Sendable {
     private(set) var id: UInt32
     /// Channels centrals opened to its PSMs, relayed to its client.
-    private(set) lazy var channels = SessionChannels(ledger: channelLedger) { [weak self] make in self?.emit(make) }
+    private(set) lazy var channels = SessionChannels(ledger: channelLedger) { [weakSelf = WeakHandle(self)] make in weakSelf.object?.emit(make) }
     private let channelLedger: DaemonChannelLedger
     /// Its client's pairing agent, when it has one.
     var pairing: SessionPairingAgent?
@@ -61,7 +62,7 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, ChannelSess
         self.restoreIdentifier = restoreIdentifier
         sink = send
         service.events = self
-        service.updatesReleased = { [weak self] count in self?.released(count) }
+        service.updatesReleased = { [weakSelf = WeakHandle(self)] count in weakSelf.object?.released(count) }
         service.deviceDidStart(device)
         send(.state(session: id, state: ManagerState.poweredOn, reason: nil))
     }
@@ -171,22 +172,22 @@ final class PeripheralSession: PeripheralServiceEvents, KeptSession, ChannelSess
             if accepted { inFlight += 1 } else { emit { .updatesHandedOver(session: $0, count: 1) } }
             if needsDrain { service.drainInbox() }
         case .publishChannel(_, let request, let psm, let requiresEncryption):
-            service.publishChannel(psm: psm, requiresEncryption: requiresEncryption) { [weak self] result in
-                guard let self else { return }
-                if case .success(let published) = result { publishedPSMs.insert(published) }
-                emit { .channelPublished(session: $0, request: request, result: result.mapError(DaemonChannelPublishError.init)) }
+            service.publishChannel(psm: psm, requiresEncryption: requiresEncryption) { [weakSelf = WeakHandle(self)] result in
+                guard let self = weakSelf.object else { return }
+                if case .success(let published) = result { self.publishedPSMs.insert(published) }
+                self.emit { .channelPublished(session: $0, request: request, result: result.mapError(DaemonChannelPublishError.init)) }
             }
         case .unpublishChannel(_, let request, let psm):
-            service.unpublishChannel(psm) { [weak self] wasPublished in
-                guard let self else { return }
-                publishedPSMs.remove(psm)
-                emit { .channelUnpublished(session: $0, request: request, wasPublished: wasPublished) }
+            service.unpublishChannel(psm) { [weakSelf = WeakHandle(self)] wasPublished in
+                guard let self = weakSelf.object else { return }
+                self.publishedPSMs.remove(psm)
+                self.emit { .channelUnpublished(session: $0, request: request, wasPublished: wasPublished) }
             }
         default:
             if channels.handle(message) { return }
-            _ = handlePairing(message, emit: { [weak self] make in
-                guard let self, sink != nil else { return false }
-                emit(make)
+            _ = handlePairing(message, emit: { [weakSelf = WeakHandle(self)] make in
+                guard let self = weakSelf.object, self.sink != nil else { return false }
+                self.emit(make)
                 return true
             }, install: { service.pairingAgent = $0 })
         }

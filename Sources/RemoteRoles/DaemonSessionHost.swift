@@ -49,7 +49,7 @@ public final class DaemonSessionHost: @unchecked Sendable {
     }
 
     private static let registry = Locked<[String: Weak]>([:])
-    private struct Weak { weak var host: DaemonSessionHost? }
+    private struct Weak { @WeakHeld var host: DaemonSessionHost? }
 
     /// The process's connection to the daemon at `path` (made now if there is none).
     public static func connecting(to path: String, name: String) throws -> DaemonSessionHost {
@@ -89,23 +89,23 @@ public final class DaemonSessionHost: @unchecked Sendable {
     private func start(_ fd: Int32, connection number: Int) {
         let wire = wireClock
         // The messages of one read in one loop job: a burst of notifications costs one wake-up.
-        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", wireClock: wire, onMessages: { [weak self] messages in
-            guard let self else {
+        let socket = FramedSocket(fd: fd, name: "daemon:\(path)", wireClock: wire, onMessages: { [weakSelf = WeakHandle(self)] messages in
+            guard let self = weakSelf.object else {
                 for _ in messages { wire?.delivered() }
                 return
             }
-            loop.execute {
+            self.loop.execute {
                 for message in messages {
                     if self.connection == number { self.dispatch(message) }
                     wire?.delivered()
                 }
             }
-        }, onClose: { [weak self] reason in
-            guard let self else {
+        }, onClose: { [weakSelf = WeakHandle(self)] reason in
+            guard let self = weakSelf.object else {
                 wire?.connectionClosed()
                 return
             }
-            loop.execute {
+            self.loop.execute {
                 if self.connection == number { self.lost(reason) }
                 wire?.connectionClosed()
             }
@@ -184,14 +184,14 @@ public final class DaemonSessionHost: @unchecked Sendable {
     /// or fails, so the attempt never holds the loop).
     private func scheduleRetry() {
         retry?.cancel()
-        retry = loop.schedule(after: backoff) { [weak self] in
-            guard let self else { return }
-            retry = nil
-            backoff = min(backoff * 2, Self.maximumBackoff)
+        retry = loop.schedule(after: backoff) { [weakSelf = WeakHandle(self)] in
+            guard let self = weakSelf.object else { return }
+            self.retry = nil
+            self.backoff = min(self.backoff * 2, Self.maximumBackoff)
             do {
-                start(try FramedSocket.connect(path: path), connection: connection)
+                self.start(try FramedSocket.connect(path: self.path), connection: self.connection)
             } catch {
-                scheduleRetry()
+                self.scheduleRetry()
             }
         }
     }

@@ -9,13 +9,18 @@ import HostDevice
 import L2CAP
 import RoleServices
 import SMP
+import Scheduling
 
 /// The central role of a manager whose device is `corebluetoothd`'s: each call a message, each
 /// message of its session an event, as ``CentralService`` gives them in the process.
 ///
 /// Loop-confined (the host's loop), once ``open(onState:)`` ran.
 public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
-    public weak var events: CentralServiceEvents?
+    @exclusivity(unchecked) private var eventsHeld = WeakHeldExistential<any CentralServiceEvents>(wrappedValue: nil)
+    public var events: (any CentralServiceEvents)? {
+        get { eventsHeld.wrappedValue }
+        set { eventsHeld.wrappedValue = newValue }
+    }
     private let host: DaemonSessionHost
     private var session: UInt32?
     private var state: UInt8 = 0
@@ -34,8 +39,8 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
     public init(host: DaemonSessionHost) {
         self.host = host
         pairing = RemotePairing(loop: host.loop) { [host] in host.version }
-        channels = RemoteChannels { [weak self] make in self?.send(make) }
-        pairing.sendMessage = { [weak self] make in self?.send(make) }
+        channels = RemoteChannels { [weakSelf = WeakHandle(self)] make in weakSelf.object?.send(make) }
+        pairing.sendMessage = { [weakSelf = WeakHandle(self)] make in weakSelf.object?.send(make) }
     }
 
     /// Any thread: the daemon asks it the pairing prompts of this session's links.
@@ -56,29 +61,29 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
     /// ``resumeNotifications(from:handle:onValue:)``).
     public func open(restoreIdentifier: String? = nil, onRestore: @escaping (_ peers: [DaemonRestoredPeer], _ scan: DaemonRestoredScan?) -> Void = { _, _ in },
                      onState: @escaping (UInt8, String?) -> Void) {
-        let id = host.openSession({ [weak self] message in
-            self?.handle(message, onRestore: onRestore, onState: onState)
-        }, lost: { [weak self] reason, permanent in
+        let id = host.openSession({ [weakSelf = WeakHandle(self)] message in
+            weakSelf.object?.handle(message, onRestore: onRestore, onState: onState)
+        }, lost: { [weakSelf = WeakHandle(self)] reason, permanent in
             // The daemon went: `.resetting` while the host connects again (as iOS apps see
             // `bluetoothd` restart), `.unsupported` when it will not; the links are gone.
-            guard let self else { return }
-            let wasOn = isOn
+            guard let self = weakSelf.object else { return }
+            let wasOn = self.isOn
             let newState: UInt8 = permanent ? 2 : 1
-            state = newState
-            closeAllLinks(cause: .link(HCIStatus(0x08)), notify: wasOn)
-            let waiting = rssiRequests
-            rssiRequests = [:]
+            self.state = newState
+            self.closeAllLinks(cause: .link(HCIStatus(0x08)), notify: wasOn)
+            let waiting = self.rssiRequests
+            self.rssiRequests = [:]
             for completion in waiting.values { completion(.failure(.notSupported("corebluetoothd went"))) }
-            failChannelRequests()
-            channels.closeAll()
-            onState(newState, "corebluetoothd at \(host.path): \(reason)")
-        }, reopen: { [weak self] in
+            self.failChannelRequests()
+            self.channels.closeAll()
+            onState(newState, "corebluetoothd at \(self.host.path): \(reason)")
+        }, reopen: { [weakSelf = WeakHandle(self)] in
             // A daemon that came back: the session opens again there (its state follows).
-            guard let self, let session else { return }
-            host.send(.openCentral(session: session, restoreIdentifier: restoreIdentifier))
-            pairing.sessionOpened()
-            if let filter = connectionEventFilter {
-                host.send(.registerConnectionEvents(session: session, services: filter.services, peripherals: filter.peripherals))
+            guard let self = weakSelf.object, let session = self.session else { return }
+            self.host.send(.openCentral(session: session, restoreIdentifier: restoreIdentifier))
+            self.pairing.sessionOpened()
+            if let filter = self.connectionEventFilter {
+                self.host.send(.registerConnectionEvents(session: session, services: filter.services, peripherals: filter.peripherals))
             }
         })
         session = id
@@ -268,10 +273,14 @@ public final class RemoteCentralRole: CentralRole, @unchecked Sendable {
 /// daemon's messages. Loop-confined.
 final class RemoteCentralLink: CentralRoleLink, @unchecked Sendable {
     let peer: LEAddress
-    weak var events: CentralLinkEvents?
+    @exclusivity(unchecked) private var eventsHeld = WeakHeldExistential<any CentralLinkEvents>(wrappedValue: nil)
+    var events: (any CentralLinkEvents)? {
+        get { eventsHeld.wrappedValue }
+        set { eventsHeld.wrappedValue = newValue }
+    }
     private(set) var isClosed = false
     private(set) var mtu: Int
-    private weak var role: RemoteCentralRole?
+    @WeakHeld private var role: RemoteCentralRole?
     private var pending: [UInt32: (DaemonMessage) -> Void] = [:]
     private var valueHandlers: [ATTHandle: ([UInt8]) -> Void] = [:]
 
@@ -379,9 +388,9 @@ final class RemoteCentralLink: CentralRoleLink, @unchecked Sendable {
         request({
             .setNotify(session: $0, peer: peer, request: $1, characteristic: characteristic, clientConfiguration: clientConfiguration,
                        enabled: true)
-        }, then: { [weak self] answer in
+        }, then: { [weakSelf = WeakHandle(self)] answer in
             if case .done(_, _, nil) = answer { return completion(.success(())) }
-            self?.valueHandlers[handle] = previous
+            weakSelf.object?.valueHandlers[handle] = previous
             completion(.failure(Self.failure(answer)))
         })
     }
@@ -392,9 +401,9 @@ final class RemoteCentralLink: CentralRoleLink, @unchecked Sendable {
         request({
             .setNotify(session: $0, peer: peer, request: $1, characteristic: characteristic, clientConfiguration: clientConfiguration,
                        enabled: false)
-        }, then: { [weak self] answer in
+        }, then: { [weakSelf = WeakHandle(self)] answer in
             guard case .done(_, _, nil) = answer else { return completion(.failure(Self.failure(answer))) }
-            self?.valueHandlers[handle] = nil
+            weakSelf.object?.valueHandlers[handle] = nil
             completion(.success(()))
         })
     }
