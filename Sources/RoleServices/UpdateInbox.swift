@@ -63,7 +63,6 @@ extension Locked where Value == UpdateInbox {
     /// `UpdateInbox.accept` under the lock, the update moved in: captured by the lock's
     /// closure it would be copied (a retain and a release of the value).
     public func accept(_ update: consuming PeripheralUpdate) -> (accepted: Bool, needsDrain: Bool) {
-        var update = Optional(update)
-        return withLock { $0.accept(update.take()!) }
+        withLock(moving: update) { $0.accept($1) }
     }
 }

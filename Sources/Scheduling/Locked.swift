@@ -34,6 +34,15 @@ public final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 
+    /// `withLock`, with `moved` moved into `body`: a value the closure captured would be copied
+    /// (a retain and a release of what it holds) and could not be consumed in it.
+    @inlinable
+    public func withLock<Moved, T>(moving moved: consuming Moved, _ body: (inout Value, consuming Moved) throws -> T) rethrows -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value, moved)
+    }
+
     @inlinable
     public var current: Value { withLock { $0 } }
 }

@@ -68,12 +68,9 @@ public final class InProcessHCILink: Sendable {
         }
 
         func deliver(_ packet: consuming HCIPacket) {
-            // Moved into the lock's closure through an optional (a closure cannot consume what
-            // it captures).
-            var moving: HCIPacket? = consume packet
-            let loop: EventLoop? = state.withLock { state in
+            let loop: EventLoop? = state.withLock(moving: packet) { state, packet in
                 guard !state.closed else { return nil }
-                state.arrived.append(moving.take()!)
+                state.arrived.append(packet)
                 guard !state.deliveryPosted, let loop = state.loop else { return nil }
                 state.deliveryPosted = true
                 return loop
