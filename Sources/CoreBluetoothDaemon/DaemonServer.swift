@@ -293,7 +293,10 @@ final class DaemonConnection: @unchecked Sendable {
         loop.execute { [self] in
             client = DaemonClient(device: device, name: "pid \(credentials.pid)", uid: credentials.uid,
                                   restoration: restoration, connectionEvents: connectionEvents,
-                                  subscriptions: subscriptions, channelLedger: channelLedger) { message in socket.send(message) }
+                                  subscriptions: subscriptions, channelLedger: channelLedger) { message in
+                // Loop-confined, so on the loop: frames leave together at its burst's end.
+                socket.send(message, batchedOn: loop)
+            }
         }
         socket.start()
     }

@@ -35,7 +35,10 @@ public enum DaemonSocketPath {
 ///
 /// Both directions go in batches, so that a burst (notifications) costs few system calls and
 /// wake-ups: frames queued while the writer is busy leave in one `send`, and the messages of
-/// one `read` reach the owner in one call.
+/// one `read` reach the owner in one call. A loop that sends (``send(_:batchedOn:)``) does
+/// better still: its frames wait for the end of its burst of work and then leave in one
+/// non-blocking `send` from the loop's thread, the writer woken only for what the socket's
+/// buffer did not take.
 ///
 /// `@unchecked Sendable`: the descriptor is immutable, the outbox is behind its mutex, and the
 /// handlers are set once at init.
@@ -55,11 +58,22 @@ public final class FramedSocket: @unchecked Sendable {
         /// Whole frames, back to back, waiting for the writer (which swaps in its emptied
         /// buffer, so neither side allocates once both have grown).
         var bytes: [UInt8] = []
+        /// Who is writing to the descriptor now: one at a time, so frames stay in order.
+        var writing = Writing.nobody
+        /// The writer thread woke while a loop was writing: the loop wakes it again after.
+        var writerWanted = false
+        /// Whether a loop's burst end will flush (``send(_:batchedOn:)``).
+        var flushPending = false
+        /// The loop's emptied batch, swapped with `bytes` as the writer's is.
+        var loopBatch: [UInt8] = []
         var closed = false
         var reason: String?
-        /// Threads still using the descriptor (reader, writer): the last one closes it.
+        /// Threads still using the descriptor (reader, writer): the last one closes it (or a
+        /// loop's flush under way, after them).
         var users = 2
     }
+
+    private enum Writing { case nobody, writerThread, loop }
 
     /// Connects to the socket at `path` (a Unix socket connects at once, or fails).
     public static func connect(path: String) throws -> Int32 {
@@ -142,6 +156,67 @@ public final class FramedSocket: @unchecked Sendable {
         if queued.wake { ready.signal() }
     }
 
+    /// Queues a message from `loop`'s thread, to leave when the loop's burst of work ends:
+    /// a stream of notifications then costs one `send` a burst and no wake-up of the writer.
+    /// In order with ``send(_:)``'s messages. Must be called on `loop`.
+    public func send(_ message: DaemonMessage, batchedOn loop: EventLoop) {
+        let frame = DaemonFrame.encode(message)
+        // nil: closed; else whether the loop must be asked to flush, and whether the limit holds.
+        let queued = outbox.withLock { outbox -> (flush: Bool, withinLimit: Bool)? in
+            guard !outbox.closed else { return nil }
+            wireClock?.sent()
+            outbox.bytes.append(contentsOf: frame)
+            let flush = !outbox.flushPending
+            outbox.flushPending = true
+            return (flush, outboxLimit.map { outbox.bytes.count <= $0 } ?? true)
+        }
+        guard let queued else { return }
+        guard queued.withinLimit else { return close("more than \(outboxLimit ?? 0) bytes left unread") }
+        if queued.flush { loop.atEndOfBurst { [self] in flush() } }
+    }
+
+    /// On the loop: sends what waits without blocking, unless the writer thread is writing
+    /// (it takes the rest when it is done); what the socket does not take goes to the writer.
+    private func flush() {
+        var batch: [UInt8] = []
+        let took = outbox.withLock { outbox -> Bool in
+            outbox.flushPending = false
+            guard !outbox.closed, outbox.writing == .nobody, !outbox.bytes.isEmpty else { return false }
+            outbox.writing = .loop
+            swap(&batch, &outbox.loopBatch)
+            swap(&batch, &outbox.bytes)
+            return true
+        }
+        guard took else { return }
+        var sent = 0
+        var broken = false
+        batch.withUnsafeBytes { raw in
+            while sent < raw.count {
+                let count = Glibc.send(fd, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+                if count >= 0 {
+                    sent += count
+                } else if errno != EINTR {
+                    broken = errno != EAGAIN && errno != EWOULDBLOCK
+                    return
+                }
+            }
+        }
+        let (wake, last) = outbox.withLock { outbox -> (Bool, Bool) in
+            outbox.writing = .nobody
+            // What the socket did not take goes first, before frames queued meanwhile.
+            if sent < batch.count && !broken { outbox.bytes.insert(contentsOf: batch[sent...], at: 0) }
+            batch.removeAll(keepingCapacity: true)
+            swap(&batch, &outbox.loopBatch)
+            let wake = outbox.writerWanted || !outbox.bytes.isEmpty
+            outbox.writerWanted = false
+            return (wake, outbox.users == 0)
+        }
+        // The reader and the writer left while this loop wrote: the descriptor is this one's to close.
+        if last { Glibc.close(fd); return }
+        if broken { return close("the connection broke") }
+        if wake { ready.signal() }
+    }
+
     /// Closes the connection (any thread); `onClose` follows from the reader.
     public func close(_ reason: String = "closed") {
         let first = outbox.withLock { outbox -> Bool in
@@ -185,16 +260,28 @@ public final class FramedSocket: @unchecked Sendable {
         var batch: [UInt8] = []
         while true {
             ready.wait()
-            let closed = outbox.withLock { outbox -> Bool in
-                swap(&batch, &outbox.bytes)
-                return outbox.closed
+            // What was queued while it wrote is its too: batched sends do not signal.
+            while true {
+                let next = outbox.withLock { outbox -> (closed: Bool, took: Bool) in
+                    if outbox.closed { return (true, false) }
+                    if outbox.writing == .loop {
+                        outbox.writerWanted = true
+                        return (false, false)
+                    }
+                    outbox.writing = .nobody
+                    guard !outbox.bytes.isEmpty else { return (false, false) }
+                    outbox.writing = .writerThread
+                    swap(&batch, &outbox.bytes)
+                    return (false, true)
+                }
+                if next.closed { return }
+                guard next.took else { break }
+                if !write(batch) {
+                    close("the connection broke")
+                    return
+                }
+                batch.removeAll(keepingCapacity: true)
             }
-            if closed { return }
-            if !batch.isEmpty && !write(batch) {
-                close("the connection broke")
-                return
-            }
-            batch.removeAll(keepingCapacity: true)
         }
     }
 
@@ -215,7 +302,8 @@ public final class FramedSocket: @unchecked Sendable {
     private func release() {
         let last = outbox.withLock { outbox -> Bool in
             outbox.users -= 1
-            return outbox.users == 0
+            // A loop writing now closes it when done (`flush()`).
+            return outbox.users == 0 && outbox.writing != .loop
         }
         if last { Glibc.close(fd) }
     }

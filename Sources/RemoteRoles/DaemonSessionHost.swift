@@ -83,7 +83,11 @@ public final class DaemonSessionHost: @unchecked Sendable {
         if ownsLoop { loop.shutdown() }
     }
 
-    public func send(_ message: DaemonMessage) { socket.current?.send(message) }
+    public func send(_ message: DaemonMessage) {
+        guard let socket = socket.current else { return }
+        // From the loop (the roles' calls), frames leave together at the end of its burst.
+        if loop.inLoop { socket.send(message, batchedOn: loop) } else { socket.send(message) }
+    }
 
     /// Runs a connection on `fd`: hello, then its messages on the loop.
     private func start(_ fd: Int32, connection number: Int) {
