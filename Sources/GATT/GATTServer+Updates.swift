@@ -200,8 +200,13 @@ extension GATTServer {
             state.pumpAgain = false
             while state.isOpen, let handle = state.updates.firstHandle {
                 if let configuration = state.clientConfigurations[handle] {
-                    let taken = state.updates.withFirstValue { value in send(value, handle, configuration, to: state) }
-                    guard taken else { break }
+                    // Moved out for the send and back if refused: borrowed from the queue's
+                    // buffer, the update was copied whole (its value retained) and destroyed.
+                    let value = state.updates.takeFirstValue()
+                    guard send(value, handle, configuration, to: state) else {
+                        state.updates.putBackFirstValue(value)
+                        break
+                    }
                 }
                 let (ticket, owner) = state.updates.removeFirst()
                 tickets.targetDone(ticket, owner: owner)
@@ -229,6 +234,11 @@ extension GATTServer {
     }
 }
 
+/// What a queued update's value is while it is out for a send: no bytes, nothing to release.
+private struct NoValueBytes: GATTValueBytes {
+    func withValueBytes(_ body: (UnsafeRawBufferPointer) -> Bool) -> Bool { body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+}
+
 /// An update waiting in one connection's queue.
 struct QueuedUpdate {
     /// The server's own update (Service Changed): counted nowhere.
@@ -237,7 +247,7 @@ struct QueuedUpdate {
     static let sole = -2
 
     let handle: ATTHandle
-    let value: any GATTValueBytes
+    var value: any GATTValueBytes
     /// `own`, `sole`, or its ticket in `UpdateTickets` (several connections have to take it).
     var ticket: Int
     /// Whose count it goes to when handed over.
@@ -258,9 +268,20 @@ struct UpdateQueue {
     /// whole element out (its value retained and released) to read one field.
     var firstHandle: ATTHandle? { head < items.count ? items.withUnsafeBufferPointer { $0[head].handle } : nil }
 
-    /// Calls `body` with the first update's value in place (the queue must not change meanwhile).
-    func withFirstValue(_ body: (borrowing any GATTValueBytes) -> Bool) -> Bool {
-        items.withUnsafeBufferPointer { body($0[head].value) }
+    /// Moves the first update's value out, an empty one left in its place, until
+    /// `putBackFirstValue` or `removeFirst` (the queue must not change meanwhile).
+    mutating func takeFirstValue() -> any GATTValueBytes {
+        var value: any GATTValueBytes = NoValueBytes()
+        let head = head
+        items.withUnsafeMutableBufferPointer { swap(&value, &$0[head].value) }
+        return value
+    }
+
+    /// Returns the value `takeFirstValue` took.
+    mutating func putBackFirstValue(_ value: consuming any GATTValueBytes) {
+        var value = value
+        let head = head
+        items.withUnsafeMutableBufferPointer { swap(&value, &$0[head].value) }
     }
 
     mutating func append(_ handle: ATTHandle, _ value: consuming any GATTValueBytes, ticket: Int, owner: Int) {

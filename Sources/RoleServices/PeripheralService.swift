@@ -67,7 +67,7 @@ public struct PeripheralWrite: Sendable, Hashable {
 /// and the central ids to send to (nil: every subscriber).
 public struct PeripheralUpdate: Sendable {
     public let handle: ATTHandle
-    public let value: Data
+    public private(set) var value: Data
     public let centrals: [Int]?
 
     public init(handle: ATTHandle, value: Data, centrals: [Int]?) {
@@ -76,8 +76,13 @@ public struct PeripheralUpdate: Sendable {
         self.centrals = centrals
     }
 
-    /// The value, moved out of the update (reading the field would copy it).
-    consuming func takeValue() -> Data { value }
+    /// The value, moved out of the update (an empty one left behind): reading the field, or
+    /// returning it from a consuming method, copied it (a retain, and a release with the update).
+    mutating func takeValue() -> Data {
+        var taken = Data()
+        swap(&taken, &value)
+        return taken
+    }
 
     /// What a drain leaves in a buffer's slot it moved an update out of (nothing to release).
     static let moved = PeripheralUpdate(handle: ATTHandle(0), value: Data(), centrals: nil)

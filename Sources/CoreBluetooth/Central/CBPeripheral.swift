@@ -474,9 +474,11 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
 
     /// On the delegate queue: a value the peripheral notified or indicated (no call of the
     /// app's asked for it) becomes the characteristic's, and the delegate hears of it.
-    func deliverUpdatedValue(_ value: Data, for characteristic: CBCharacteristic) {
+    func deliverUpdatedValue(_ value: consuming Data, for characteristic: CBCharacteristic) {
+        // Swapped in (the old value leaves with `value`): an assignment copied it.
+        var value: Data? = consume value
         let (delegate, observers) = synchronized { () -> (CBPeripheralDelegate?, [CBPeripheralDelegate]) in
-            characteristic.valueStorage = value
+            swap(&characteristic.valueStorage, &value)
             return (delegateStorage, taps.observers)
         }
         delegate?.peripheral(self, didUpdateValueFor: characteristic, error: nil)

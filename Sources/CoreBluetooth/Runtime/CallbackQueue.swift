@@ -36,11 +36,12 @@ final class CallbackQueue: @unchecked Sendable {
         /// What a callback taken out of its batch leaves behind.
         case taken
 
-        func run() {
-            switch self {
+        /// Consuming, so that a value goes on to the characteristic moved, not copied.
+        consuming func run() {
+            switch consume self {
             case .closure(let body): body()
             case .value(let peripheral, let characteristic, let value):
-                peripheral.deliverUpdatedValue(value, for: characteristic)
+                peripheral.deliverUpdatedValue(consume value, for: characteristic)
             case .taken: break
             }
         }
@@ -91,8 +92,8 @@ final class CallbackQueue: @unchecked Sendable {
 
     /// On the delegate queue, after the callbacks already queued: `peripheral` takes `value`
     /// for `characteristic` and tells its delegate (`CBPeripheral.deliverUpdatedValue`).
-    func asyncValue(_ value: Data, for characteristic: CBCharacteristic, of peripheral: CBPeripheral) {
-        enqueue(.value(peripheral, characteristic, value))
+    func asyncValue(_ value: consuming Data, for characteristic: CBCharacteristic, of peripheral: CBPeripheral) {
+        enqueue(.value(peripheral, characteristic, consume value))
     }
 
     private func enqueue(_ callback: consuming Callback) {
@@ -144,12 +145,12 @@ final class CallbackQueue: @unchecked Sendable {
             for index in callbacks.indices {
                 // Moved out, `taken` left behind: a copy retained and released each reference
                 // the callback holds.
-                let callback = (callbacks.baseAddress! + index).move()
+                var callback: Callback? = (callbacks.baseAddress! + index).move()
                 (callbacks.baseAddress! + index).initialize(to: .taken)
                 // A request the callback makes (a read, `respond`) runs on this thread once the
                 // callback returns, if the loop's thread sleeps, instead of waking it; before the
                 // waiters' conditions, which may wait on the loop themselves.
-                clock.handingOffInline { callback.run() }
+                clock.handingOffInline { callback.take()!.run() }
                 CallbackWaiters.shared.callbackFinished(clock: clock)
             }
         }
