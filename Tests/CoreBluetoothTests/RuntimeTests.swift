@@ -87,6 +87,16 @@ private final class StateDelegate: NSObject, CBCentralManagerDelegate, CBPeriphe
         #expect(ProcessEnvironment.value(of: names[2]) == nil)
     }
 
+    /// `DispatchQueue.main` is a new object at each use on Linux: identity never finds it.
+    @Test func theMainQueueIsToldApartFromOthers() {
+        let given: DispatchQueue? = nil
+        #expect(CallbackQueue.isMainQueue(given ?? .main))
+        #expect(CallbackQueue.isMainQueue(DispatchQueue.main))
+        #expect(!CallbackQueue.isMainQueue(DispatchQueue(label: "delegate")))
+        #expect(!CallbackQueue.isMainQueue(DispatchQueue(label: "on main", target: .main)))
+        #expect(!CallbackQueue.isMainQueue(DispatchQueue.global()))
+    }
+
     @Test func runForLetsVirtualTimePass() {
         let radio = CBVirtualRadio(clock: .virtual)
         let start = radio.now

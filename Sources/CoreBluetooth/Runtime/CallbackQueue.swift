@@ -15,6 +15,8 @@ import Synchronization
 /// those that arrive meanwhile go in the next block, after it.
 final class CallbackQueue: @unchecked Sendable {
     let queue: DispatchQueue
+    /// `queue` is the main queue: its callbacks never borrow the loop's thread.
+    private let isMainQueue: Bool
     private let clock: EventLoop
     private let lock = NSLock()
     /// Callbacks waiting for the block on the queue (guarded by `lock`).
@@ -66,15 +68,27 @@ final class CallbackQueue: @unchecked Sendable {
     private final class QueueMark: Sendable {}
     private static let queueMarkKey = DispatchSpecificKey<QueueMark>()
 
+    /// Marks the main queue. On Linux `DispatchQueue.main` makes a new object at each use, so
+    /// `queue === DispatchQueue.main` never holds (and each comparison allocated one).
+    private static let mainQueueKey: DispatchSpecificKey<QueueMark> = {
+        let key = DispatchSpecificKey<QueueMark>()
+        DispatchQueue.main.setSpecific(key: key, value: QueueMark())
+        return key
+    }()
+
+    /// Whether `queue` is the main queue itself.
+    static func isMainQueue(_ queue: DispatchQueue) -> Bool { queue.getSpecific(key: mainQueueKey) != nil }
+
     init(queue: DispatchQueue?, clock: EventLoop) {
         self.queue = queue ?? .main
         self.clock = clock
-        if !Self.runsOnQueue(self.queue) { firstBlockNotBefore = .now() + Self.offQueueFirstCallbackDelay }
+        isMainQueue = Self.isMainQueue(self.queue)
+        if !Self.runsOnQueue(self.queue, isMain: isMainQueue) { firstBlockNotBefore = .now() + Self.offQueueFirstCallbackDelay }
     }
 
     /// Whether the calling code runs on `queue` (or on a queue that targets it).
-    private static func runsOnQueue(_ queue: DispatchQueue) -> Bool {
-        if queue === DispatchQueue.main { return Thread.isMainThread }
+    private static func runsOnQueue(_ queue: DispatchQueue, isMain: Bool) -> Bool {
+        if isMain { return Thread.isMainThread }
         let mark: QueueMark
         if let existing = queue.getSpecific(key: queueMarkKey) {
             mark = existing
@@ -111,7 +125,7 @@ final class CallbackQueue: @unchecked Sendable {
         lock.unlock()
         clock.holdClock()
         if clock.inLoop {
-            if notBefore == nil, queue !== DispatchQueue.main {
+            if notBefore == nil, !isMainQueue {
                 // The loop's thread runs the block itself on the queue (`queue.sync`) when it
                 // can, rather than waking a worker and sleeping until the block lets the clock
                 // go. Never the main queue: its thread may be waiting for the loop.
