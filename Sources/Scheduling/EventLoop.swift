@@ -847,15 +847,17 @@ struct TimerEntry {
 struct TimerHeap {
     private var items: [TimerEntry] = []
 
-    func peekTime() -> LoopInstant? { items.first?.time }
+    /// Through the buffer, as the sifts: `items.first` copied the entry (its handle retained
+    /// and released) to read one field, at each turn of the loop.
+    func peekTime() -> LoopInstant? { items.isEmpty ? nil : items.withUnsafeBufferPointer { $0[0].time } }
 
     /// Drops cancelled timers from the top of the heap, so that a cancelled timer neither moves
     /// the clock to its time nor keeps a loop waiting for it.
     mutating func discardCancelledTop() {
-        while let first = items.first, first.handle.work == nil { _ = pop() }
+        while !items.isEmpty, items.withUnsafeBufferPointer({ $0[0].handle.work == nil }) { _ = pop() }
     }
 
-    mutating func push(_ entry: TimerEntry) {
+    mutating func push(_ entry: consuming TimerEntry) {
         // A cancelled timer stays until it reaches the top, and most are cancelled long before
         // (an HCI command's or an ATT request's timeout): a heap about to grow drops them first,
         // so that it holds what is live, not every timeout of thousands of connections' setup.

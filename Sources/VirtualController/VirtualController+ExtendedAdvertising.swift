@@ -457,32 +457,49 @@ extension VirtualController {
         }
     }
 
+    /// What one advertising event of a set needs, read from the set in place.
+    private struct SetEvent {
+        let own: LEAddress
+        let completed: Int
+        let startsDuration: Bool
+        let duration: UInt16
+        /// The legacy PDU's type, peer and data; nil for an extended set (which reads the set).
+        let legacy: (type: LESetAdvertisingParameters.AdvertisingType, peer: LEAddress, data: [UInt8])?
+        let maxEvents: UInt8
+        let intervalMicroseconds: Int64
+        let isHighDutyDirected: Bool
+    }
+
     private func advertisingSetEvent(_ handle: UInt8) {
-        // Read from one copy, changed in place in the table: copying the set back in (its
-        // arrays, timers and parameters) cost more than the rest of a legacy event.
         guard let index = extended.sets.index(forKey: handle) else { return }
-        let set = extended.sets.values[index]
-        guard set.enabled, let own = set.ownAddress else { return }
-        // The duration runs from the start of the first advertising event.
-        if set.completedEvents == 0 && set.durationTimer == nil {
-            extended.sets.values[index].durationTimer = scheduleDuration(handle, set.duration)
-        }
-        extended.sets.values[index].lastEventAt = loop.now
-        extended.sets.values[index].completedEvents += 1
-        let completed = set.completedEvents + 1
-        if let type = set.legacyType {
-            radio.transmit(Self.legacyAdvertisingPDU(type, own: own, peer: set.targetAddress ?? set.peer, data: set.data),
-                           from: radioID)
+        // Read and changed in place (the table's `_modify`), nothing else touching the table
+        // meanwhile: a copy of the set (its arrays, timers and parameters), read through the
+        // table's getter, cost more than the rest of a legacy event.
+        let now = loop.now
+        let taken = { (set: inout AdvertisingSet) -> SetEvent? in
+            guard set.enabled, let own = set.ownAddress else { return nil }
+            // The duration runs from the start of the first advertising event.
+            let startsDuration = set.completedEvents == 0 && set.durationTimer == nil
+            set.lastEventAt = now
+            set.completedEvents += 1
+            return SetEvent(own: own, completed: set.completedEvents, startsDuration: startsDuration, duration: set.duration,
+                            legacy: set.legacyType.map { ($0, set.targetAddress ?? set.peer, set.data) }, maxEvents: set.maxEvents,
+                            intervalMicroseconds: Int64(set.parameters.primaryAdvertisingIntervalMin) * 625,
+                            isHighDutyDirected: set.isHighDutyDirected)
+        }(&extended.sets.values[index])
+        guard let event = taken else { return }
+        if event.startsDuration { extended.sets.values[index].durationTimer = scheduleDuration(handle, event.duration) }
+        if let legacy = event.legacy {
+            radio.transmit(Self.legacyAdvertisingPDU(legacy.type, own: event.own, peer: legacy.peer, data: legacy.data), from: radioID)
         } else {
-            transmitChain(extendedAdvertisingEvent(set, own: own))
+            transmitChain(extendedAdvertisingEvent(extended.sets.values[index], own: event.own))
         }
-        if set.maxEvents > 0 && completed >= Int(set.maxEvents) {
+        if event.maxEvents > 0 && event.completed >= Int(event.maxEvents) {
             return terminateAdvertisingSet(handle, status: .limitReached)
         }
-        let interval = Int64(set.parameters.primaryAdvertisingIntervalMin) * 625
-        let next: Int64 = set.isHighDutyDirected
+        let next: Int64 = event.isHighDutyDirected
             ? 3750
-            : interval + Int64(radio.randomInt(in: 0...10_000))  // advInterval + advDelay, µs
+            : event.intervalMicroseconds + Int64(radio.randomInt(in: 0...10_000))  // advInterval + advDelay, µs
         scheduleSetEvent(handle, afterMicroseconds: next)
     }
 

@@ -50,7 +50,9 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     public let configuration: Configuration
     public let publicAddress: BluetoothAddress
     @exclusivity(unchecked) public private(set) var radioID: RadioDeviceID = 0  // exclusivity checks: 0.08 % of adv
-    var loop: EventLoop { radio.loop }
+    /// The radio's (constant): read through the existential at each use, it cost a witness
+    /// call, a retain and a release, several times a packet.
+    let loop: EventLoop
 
     // Host side.
     @exclusivity(unchecked) var host: HCITransport?  // exclusivity checks: 0.3 % of notify
@@ -101,6 +103,7 @@ public final class VirtualController: RadioDevice, HCIPacketSink, @unchecked Sen
     public init(radio: any RadioMedium, address: BluetoothAddress, configuration: Configuration = Configuration(),
                 position: RadioPosition = RadioPosition()) {
         self.radio = radio
+        self.loop = radio.loop
         self.publicAddress = address
         self.configuration = configuration
         self.freeACLBuffers = Int(configuration.totalACLDataPackets)

@@ -67,6 +67,40 @@ struct ManualEventLoopTests {
         #expect(log.entries == Array(0..<25))
     }
 
+    /// Thousands of timers at random times (many at the same time), a third cancelled, more
+    /// scheduled while they fire: each fires once, at its time, in time and then scheduling
+    /// order (the heap's sifts, its pops and its sweep of cancelled entries as it grows).
+    @Test func manyTimersFireInTimeThenSchedulingOrder() {
+        let loop = EventLoop()
+        let log = Log<(Int, LoopInstant)>()
+        var generator = SystemRandomNumberGenerator()
+        var expected: [(at: Int64, id: Int)] = []
+        var handles: [TimerHandle] = []
+        for id in 0..<3_000 {
+            let at = Int64.random(in: 0...500, using: &generator) * 1_000
+            handles.append(loop.schedule(afterNanoseconds: at) { log.append((id, loop.now)) })
+            expected.append((at, id))
+        }
+        var cancelled = Set<Int>()
+        for id in stride(from: 0, to: 3_000, by: 3) {
+            handles[id].cancel()
+            cancelled.insert(id)
+        }
+        // Timers scheduled from a firing one land among those still waiting.
+        loop.schedule(afterNanoseconds: 250_000) {
+            for id in 3_000..<3_200 {
+                let delay = Int64(id % 50) * 2_000
+                loop.schedule(afterNanoseconds: delay) { log.append((id, loop.now)) }
+            }
+        }
+        for id in 3_000..<3_200 { expected.append((250_000 + Int64(id % 50) * 2_000, id)) }
+        loop.runUntilIdle()
+        let order = expected.filter { !cancelled.contains($0.id) }
+            .sorted { $0.at != $1.at ? $0.at < $1.at : $0.id < $1.id }
+        #expect(log.entries.map(\.0) == order.map(\.id))
+        #expect(log.entries.map(\.1.nanoseconds) == order.map(\.at))
+    }
+
     @Test func readyJobsRunBeforeDueTimers() {
         let loop = EventLoop()
         let log = Log<String>()
