@@ -6,7 +6,7 @@ public final class TimerHandle: @unchecked Sendable {
     fileprivate let loop: EventLoop
     fileprivate var work: (@Sendable () -> Void)?
 
-    fileprivate init(loop: EventLoop, work: @escaping @Sendable () -> Void) {
+    fileprivate init(loop: EventLoop, work: consuming @escaping @Sendable () -> Void) {
         self.loop = loop
         self.work = work
     }
@@ -173,7 +173,9 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `work` on the loop as soon as possible, after work already posted. Thread-safe.
-    public func execute(_ work: @escaping @Sendable () -> Void) {
+    /// `work` is taken consuming (here and in `schedule`): moved into the job or timer, where
+    /// a borrowed closure was retained to be stored and released by its caller.
+    public func execute(_ work: consuming @escaping @Sendable () -> Void) {
         if inLoop {
             // Work other threads posted before this call goes first: a job posted here must
             // not overtake it (a stream's writes, posted from the app's thread and then, for the
@@ -186,7 +188,7 @@ public final class EventLoop: @unchecked Sendable {
         post(work, wake: !holdingWakes)
     }
 
-    private func post(_ work: @escaping @Sendable () -> Void, wake: Bool) {
+    private func post(_ work: consuming @escaping @Sendable () -> Void, wake: Bool) {
         condition.lock()
         inbox.append(Job(run: work))
         inboxPosted.store(true, ordering: .releasing)
@@ -318,7 +320,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `work` on the loop `delay` after the loop's current time. Thread-safe; the handle
     /// cancels it.
     @discardableResult
-    public func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> TimerHandle {
+    public func schedule(after delay: Duration, _ work: consuming @escaping @Sendable () -> Void) -> TimerHandle {
         schedule(afterNanoseconds: delay.nanoseconds, work)
     }
 
@@ -326,7 +328,7 @@ public final class EventLoop: @unchecked Sendable {
     /// (air time, T_IFS, connection events), which count in nanoseconds already; taking a
     /// `Duration` apart costs a 128-bit division per timer.
     @discardableResult
-    public func schedule(afterNanoseconds delay: Int64, _ work: @escaping @Sendable () -> Void) -> TimerHandle {
+    public func schedule(afterNanoseconds delay: Int64, _ work: consuming @escaping @Sendable () -> Void) -> TimerHandle {
         let handle = TimerHandle(loop: self, work: work)
         let delayNs = max(0, delay)
         if inLoop {
@@ -339,7 +341,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `work` at loop time `instant` (or now, if that has passed). Must be called on the loop.
     @discardableResult
-    public func schedule(at instant: LoopInstant, _ work: @escaping @Sendable () -> Void) -> TimerHandle {
+    public func schedule(at instant: LoopInstant, _ work: consuming @escaping @Sendable () -> Void) -> TimerHandle {
         precondition(inLoop, "schedule(at:) must be called on the loop")
         let handle = TimerHandle(loop: self, work: work)
         addTimer(at: max(instant, now), handle)
@@ -648,10 +650,8 @@ public final class EventLoop: @unchecked Sendable {
 
     private func fireDueTimer() {
         guard let entry = timers.pop() else { return }
-        if let work = entry.handle.work {
-            entry.handle.work = nil
-            work()
-        }
+        // Moved out (nil left): a read retained the closure and the clearing released it.
+        if let work = entry.handle.work.take() { work() }
     }
 
     // MARK: Threaded pacing
