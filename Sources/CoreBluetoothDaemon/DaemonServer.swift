@@ -294,9 +294,8 @@ final class DaemonConnection: @unchecked Sendable {
             client = DaemonClient(device: device, name: "pid \(credentials.pid)", uid: credentials.uid,
                                   restoration: restoration, connectionEvents: connectionEvents,
                                   subscriptions: subscriptions, channelLedger: channelLedger) { message in
-                // Loop-confined, so on the loop: frames leave together at its burst's end
-                // (checked all the same: off the loop a batch would wait for no burst).
-                if loop.inLoop { socket.send(message, batchedOn: loop) } else { socket.send(message) }
+                // On the loop (the client is loop-confined): frames leave together at its burst's end.
+                socket.send(message, batchedOn: loop)
             }
         }
         socket.start()

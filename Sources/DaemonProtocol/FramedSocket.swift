@@ -140,39 +140,46 @@ public final class FramedSocket: @unchecked Sendable {
 
     /// Queues a message (any thread; dropped once the socket closed).
     public func send(_ message: DaemonMessage) {
+        guard let wake = enqueue(message, batched: false) else { return }
+        if wake { ready.signal() }
+    }
+
+    /// Queues a message; from `loop`'s thread it leaves when the loop's burst of work ends, so
+    /// that a stream of notifications costs one `send` a burst and no wake-up of the writer.
+    /// From any other thread it is ``send(_:)``. In order with ``send(_:)``'s messages.
+    public func send(_ message: DaemonMessage, batchedOn loop: EventLoop) {
+        // Off the loop a batch would wait for a burst that never ends on this thread.
+        guard loop.inLoop else { return send(message) }
+        guard let askForFlush = enqueue(message, batched: true) else { return }
+        if askForFlush { loop.atEndOfBurst { [self] in flush() } }
+    }
+
+    /// Appends the message's frame to the outbox. Returns nil when the socket is closed (or was
+    /// closed now: the other end left more than `outboxLimit` unread); else, plain, whether the
+    /// writer must be woken (the outbox was empty: otherwise a signal is already owed to it);
+    /// batched, whether the loop must be asked to flush (none is pending).
+    private func enqueue(_ message: DaemonMessage, batched: Bool) -> Bool? {
         let frame = DaemonFrame.encode(message)
-        // nil: closed; else whether the writer must be woken (the outbox was empty: otherwise
-        // a signal is already owed to it) and whether the limit still holds.
-        let queued = outbox.withLock { outbox -> (wake: Bool, withinLimit: Bool)? in
+        let queued = outbox.withLock { outbox -> (signal: Bool, withinLimit: Bool)? in
             guard !outbox.closed else { return nil }
             // Held before the frame can reach the other end, whose run of it lets go.
             wireClock?.sent()
-            let wake = outbox.bytes.isEmpty
+            let signal: Bool
+            if batched {
+                signal = !outbox.flushPending
+                outbox.flushPending = true
+            } else {
+                signal = outbox.bytes.isEmpty
+            }
             outbox.bytes.append(contentsOf: frame)
-            return (wake, outboxLimit.map { outbox.bytes.count <= $0 } ?? true)
+            return (signal, outboxLimit.map { outbox.bytes.count <= $0 } ?? true)
         }
-        guard let queued else { return }
-        guard queued.withinLimit else { return close("more than \(outboxLimit ?? 0) bytes left unread") }
-        if queued.wake { ready.signal() }
-    }
-
-    /// Queues a message from `loop`'s thread, to leave when the loop's burst of work ends:
-    /// a stream of notifications then costs one `send` a burst and no wake-up of the writer.
-    /// In order with ``send(_:)``'s messages. Must be called on `loop`.
-    public func send(_ message: DaemonMessage, batchedOn loop: EventLoop) {
-        let frame = DaemonFrame.encode(message)
-        // nil: closed; else whether the loop must be asked to flush, and whether the limit holds.
-        let queued = outbox.withLock { outbox -> (flush: Bool, withinLimit: Bool)? in
-            guard !outbox.closed else { return nil }
-            wireClock?.sent()
-            outbox.bytes.append(contentsOf: frame)
-            let flush = !outbox.flushPending
-            outbox.flushPending = true
-            return (flush, outboxLimit.map { outbox.bytes.count <= $0 } ?? true)
+        guard let queued else { return nil }
+        guard queued.withinLimit else {
+            close("more than \(outboxLimit ?? 0) bytes left unread")
+            return nil
         }
-        guard let queued else { return }
-        guard queued.withinLimit else { return close("more than \(outboxLimit ?? 0) bytes left unread") }
-        if queued.flush { loop.atEndOfBurst { [self] in flush() } }
+        return queued.signal
     }
 
     /// On the loop: sends what waits without blocking, unless the writer thread is writing

@@ -83,11 +83,8 @@ public final class DaemonSessionHost: @unchecked Sendable {
         if ownsLoop { loop.shutdown() }
     }
 
-    public func send(_ message: DaemonMessage) {
-        guard let socket = socket.current else { return }
-        // From the loop (the roles' calls), frames leave together at the end of its burst.
-        if loop.inLoop { socket.send(message, batchedOn: loop) } else { socket.send(message) }
-    }
+    /// From the loop (the roles' calls), frames leave together at the end of its burst.
+    public func send(_ message: DaemonMessage) { socket.current?.send(message, batchedOn: loop) }
 
     /// Runs a connection on `fd`: hello, then its messages on the loop.
     private func start(_ fd: Int32, connection number: Int) {

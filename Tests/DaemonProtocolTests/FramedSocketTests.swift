@@ -104,6 +104,18 @@ struct FramedSocketTests {
         #expect(try Self.readMessages(theirs, count: 3) == [.close(session: 1), .close(session: 2), .close(session: 3)])
     }
 
+    @Test func aBatchedSendOffTheLoopLeavesAtOnce() throws {
+        let (mine, theirs) = Self.pair()
+        defer { close(theirs) }
+        let socket = FramedSocket(fd: mine, name: "test", onMessage: { _ in }, onClose: { _ in })
+        socket.start()
+        defer { socket.close() }
+        // Never run: a frame waiting for its burst's end would never leave.
+        let loop = EventLoop(name: "test")
+        socket.send(.close(session: 4), batchedOn: loop)
+        #expect(try Self.readMessages(theirs, count: 1) == [.close(session: 4)])
+    }
+
     @Test func whatTheSocketBufferDoesNotTakeFollowsThroughTheWriterInOrder() throws {
         let (mine, theirs) = Self.pair()
         defer { close(theirs) }
