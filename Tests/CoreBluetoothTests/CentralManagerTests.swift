@@ -640,6 +640,28 @@ final class CentralFixture: @unchecked Sendable {
         #expect(fixture.wait(for: "notifying 2A38 false error att 6"))
     }
 
+    /// A notified value goes over the old value's bytes only when nobody else holds them: a
+    /// value the app kept stays as it was (`Data` is copy-on-write), one it let go of is reused.
+    @Test func aNotifiedValueNeverChangesAValueTheAppKept() {
+        let characteristic = CBCharacteristic(uuid: CBUUID(string: "2A37"), properties: [.notify], value: nil, service: nil)
+        let first = [UInt8](repeating: 1, count: 20)
+        characteristic.synchronized { characteristic.takeNotifiedValue(first) }
+        let kept = characteristic.value
+        characteristic.synchronized { characteristic.takeNotifiedValue([UInt8](repeating: 2, count: 20)) }
+        #expect(kept == Data(first))
+        #expect(characteristic.value == Data(repeating: 2, count: 20))
+        // Nobody holds the second now: the third is written over its bytes.
+        let storage = characteristic.value?.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        characteristic.synchronized { characteristic.takeNotifiedValue([UInt8](repeating: 3, count: 20)) }
+        #expect(characteristic.value?.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) } == storage)
+        #expect(characteristic.value == Data(repeating: 3, count: 20))
+        // Another length, short (inline) values and an empty one each become the value.
+        for bytes: [UInt8] in [[4, 4, 4], [5, 5, 5], Array(0..<40), []] {
+            characteristic.synchronized { characteristic.takeNotifiedValue(bytes) }
+            #expect(characteristic.value == Data(bytes))
+        }
+    }
+
     @Test func serviceChangedInvalidatesTheServicesInItsRange() throws {
         let fixture = try CentralFixture()
         let peripheral = try fixture.exploredSensor()

@@ -8,7 +8,9 @@ open class CBCharacteristic: CBAttribute, @unchecked Sendable {
     // characteristic, the characteristic's own for a `CBMutableCharacteristic` (``ObjectLock``).
     @WeakHeld var serviceStorage: CBService?
     var propertiesStorage: CBCharacteristicProperties
-    var valueStorage: Data?
+    /// Unchecked: every access is under the lock, and a notified value's takes two (~160
+    /// instructions of a 20-byte notification).
+    @exclusivity(unchecked) var valueStorage: Data?
     var descriptorsStorage: [CBDescriptor]?
     var isNotifyingStorage = false
     /// On a remote peripheral: the declaration, value and last handles from discovery. On the
@@ -32,6 +34,22 @@ open class CBCharacteristic: CBAttribute, @unchecked Sendable {
 
     /// The last value read or notified (nil until then).
     open var value: Data? { synchronized { valueStorage } }
+
+    /// Under the lock: `bytes`, notified or indicated, become the value. Written over the old
+    /// value's bytes when it has their length and nobody else holds it (an app that read it in
+    /// its callback and let it go, as most do): a new `Data` of more than 14 bytes was two
+    /// allocations, and the old one's release their frees (with the checks below, ~780 of a
+    /// 20-byte notification's 10,110 instructions; BENCHMARKS.md, issue 19 step 24). A value
+    /// the app kept is copied first (`Data` is copy-on-write), so what it holds never changes.
+    func takeNotifiedValue(_ bytes: borrowing [UInt8]) {
+        guard valueStorage?.count == bytes.count, bytes.count > 0 else {
+            valueStorage = bytes.withUnsafeBytes { Data($0) }
+            return
+        }
+        bytes.withUnsafeBytes { source in
+            valueStorage!.withUnsafeMutableBytes { $0.copyMemory(from: source) }
+        }
+    }
 
     /// The descriptors discovered so far (nil until discovered).
     open var descriptors: [CBDescriptor]? { synchronized { descriptorsStorage } }

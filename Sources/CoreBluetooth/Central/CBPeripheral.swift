@@ -465,7 +465,7 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
             }
         case .success(let bytes):
             // No closure per value (what `deliver(update:_:)` makes, with two inner ones).
-            callbacks.asyncValue(Data(bytes), for: characteristic, of: self)
+            callbacks.asyncValue(bytes, for: characteristic, of: self)
         case .failure(let error):
             guard let call else { return }
             fail(call, error) { peripheral, delegate, error in delegate.peripheral(peripheral, didUpdateValueFor: characteristic, error: error) }
@@ -474,13 +474,13 @@ open class CBPeripheral: CBPeer, @unchecked Sendable {
 
     /// On the delegate queue: a value the peripheral notified or indicated (no call of the
     /// app's asked for it) becomes the characteristic's, and the delegate hears of it.
-    func deliverUpdatedValue(_ value: consuming Data, for characteristic: CBCharacteristic) {
-        // Swapped in (the old value leaves with `value`): an assignment copied it.
-        var value: Data? = consume value
+    func deliverUpdatedValue(_ value: consuming [UInt8], for characteristic: CBCharacteristic) {
         let (delegate, observers) = synchronized { () -> (CBPeripheralDelegate?, [CBPeripheralDelegate]) in
-            swap(&characteristic.valueStorage, &value)
+            characteristic.takeNotifiedValue(value)
             return (delegateStorage, taps.observers)
         }
+        // The bytes go here, outside the lock.
+        _ = consume value
         delegate?.peripheral(self, didUpdateValueFor: characteristic, error: nil)
         for observer in observers { observer.peripheral(self, didUpdateValueFor: characteristic, error: nil) }
     }

@@ -31,10 +31,12 @@ final class CallbackQueue: @unchecked Sendable {
     /// A callback, wrapped: closures stored directly in an array are kept at their most general
     /// abstraction, which costs a thunk allocated around each. A value notified or indicated to
     /// a peripheral's characteristic (the hottest callback of all) is kept as its three parts,
-    /// not in a closure: its context was an allocation, and its free, per value.
+    /// not in a closure: its context was an allocation, and its free, per value. The value
+    /// stays the bytes that arrived until the characteristic takes them (in place of its old
+    /// value's, `CBCharacteristic.takeNotifiedValue`).
     enum Callback {
         case closure(@Sendable () -> Void)
-        case value(CBPeripheral, CBCharacteristic, Data)
+        case value(CBPeripheral, CBCharacteristic, [UInt8])
         /// What a callback taken out of its batch leaves behind.
         case taken
 
@@ -106,7 +108,7 @@ final class CallbackQueue: @unchecked Sendable {
 
     /// On the delegate queue, after the callbacks already queued: `peripheral` takes `value`
     /// for `characteristic` and tells its delegate (`CBPeripheral.deliverUpdatedValue`).
-    func asyncValue(_ value: consuming Data, for characteristic: CBCharacteristic, of peripheral: CBPeripheral) {
+    func asyncValue(_ value: consuming [UInt8], for characteristic: CBCharacteristic, of peripheral: CBPeripheral) {
         enqueue(.value(peripheral, characteristic, consume value))
     }
 
