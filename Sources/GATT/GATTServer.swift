@@ -63,7 +63,8 @@ public final class GATTServer: @unchecked Sendable {
     /// next update waits for a confirmation. The bearer sends one at a time anyway (§3.3.2) and
     /// the next follows its confirmation at once, so 1 costs no throughput and keeps what is
     /// not on the air in the server's queue, where unsubscribing or removing a service drops it.
-    public var indicationWindow = 1
+    /// (Unchecked exclusivity: loop-confined; `updateValue` read it with a dynamic check.)
+    @exclusivity(unchecked) public var indicationWindow = 1
 
     public private(set) var gapService: GATTServiceHandles!
     public private(set) var gattService: GATTServiceHandles!

@@ -43,6 +43,12 @@ public final class EventLoop: @unchecked Sendable {
     public let name: String
 
     // Work posted from other threads, guarded by `condition`.
+    //
+    // `@exclusivity(unchecked)` on a field of this class: no access to it overlaps another on
+    // one thread (none is held across a call that could reach it again), and the dynamic check
+    // cannot see other threads anyway (the locks and the thread sanitizer answer for those).
+    // Each check was ~80 instructions: a lend of the loop's thread made six (~5 % of
+    // `fleet_timed_speedup`, BENCHMARKS.md issue 19 step 24).
     private let condition = NSCondition()
     @exclusivity(unchecked) private var inbox: [Job] = []  // exclusivity checks: 1.8 % of notify
     /// Whether `inbox` may hold work: set with each post, cleared when the loop empties it
@@ -50,17 +56,17 @@ public final class EventLoop: @unchecked Sendable {
     /// every job it queues itself; the lock and unlock it saves were ~270 instructions a
     /// notification. Work posted before such a job (in the happens-before sense) is seen.
     private let inboxPosted = Atomic<Bool>(false)
-    private var stopRequested = false
+    @exclusivity(unchecked) private var stopRequested = false
     /// `stopRequested`, readable without `condition` (set with it, under it).
     private let stopPosted = Atomic<Bool>(false)
     private var thread: Thread?
-    private var clockHolds = 0
+    @exclusivity(unchecked) private var clockHolds = 0
     private var sharedNow = LoopInstant.zero
     /// Where the loop's thread sleeps, if it does (unpaced loops; guarded by `condition`).
-    private var parked = Parked.no
+    @exclusivity(unchecked) private var parked = Parked.no
     /// Whether another thread is running the loop's work while its thread sleeps
     /// (`handingOffInline(_:)`; guarded by `condition`).
-    private var lent = false
+    @exclusivity(unchecked) private var lent = false
     /// Set by a thread that ran the loop's work when the sleeping thread must look at the
     /// loop's state again (guarded by `condition`).
     private var lookAgain = false
@@ -69,19 +75,19 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Whether the loop's own thread is lent to a block (`dispatchAfterBurst(on:_:)`), and
     /// how many lends began (guarded by `condition`).
-    private var lending = false
-    private var lendSequence: UInt64 = 0
+    @exclusivity(unchecked) private var lending = false
+    @exclusivity(unchecked) private var lendSequence: UInt64 = 0
     /// Whether the standby thread runs the loop's work while its thread is lent (guarded by
     /// `condition`).
-    private var standbyDriving = false
+    @exclusivity(unchecked) private var standbyDriving = false
     /// Wakes the standby thread; guards `standbyAsleep` and `standbyKicked`.
     private let standbySignal = NSCondition()
     /// The standby sleeps without a bound (no lend happened for a while).
-    private var standbyAsleep = false
+    @exclusivity(unchecked) private var standbyAsleep = false
     /// Work was posted with a wake-up during a lend: the standby takes the loop over at once.
     private var standbyKicked = false
     /// Started on the first lend (touched by the loop's own thread only).
-    private var standbyThread: Thread?
+    @exclusivity(unchecked) private var standbyThread: Thread?
 
     // Loop-confined state.
     @exclusivity(unchecked) private var ready = RingBuffer<Job>()  // exclusivity checks: 0.9 % of notify
@@ -90,10 +96,10 @@ public final class EventLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var burstEnd: [() -> Void] = []  // exclusivity checks: 0.1 % of adv
     @exclusivity(unchecked) private var spareBurstEnd: [() -> Void] = []  // exclusivity checks: 0.1 % of adv
     /// Blocks the loop's own thread runs on their queues after the burst (`dispatchAfterBurst`).
-    private var pendingLends = RingBuffer<Lend>()
+    @exclusivity(unchecked) private var pendingLends = RingBuffer<Lend>()
     /// Whether a callback's thread runs held-back work while the loop's own thread sleeps
     /// (`runHeldBackWork()`): blocks dispatched meanwhile wait for the loop's thread.
-    private var runningHeldBack = false
+    @exclusivity(unchecked) private var runningHeldBack = false
     /// Jobs run in a burst before the work asked for its end runs anyway. Each burst end may
     /// hand callbacks to another thread (a wake-up, costly on these VMs): 1024 rather than 64
     /// roughly halves the wake-ups of a sustained notification stream again after 256 did, and
@@ -106,7 +112,10 @@ public final class EventLoop: @unchecked Sendable {
     private var virtualBase = LoopInstant.zero
     /// The loop's current time. Read it on the loop. A threaded loop publishes each change
     /// for `currentTime` (`advanceThreadedClock(to:)`, or with the jump in `jumpClock(to:)`).
-    public private(set) var now = LoopInstant.zero
+    /// A getter over unchecked storage: a stored property read from another module is checked
+    /// there (~80 instructions a read, several a connection event) whatever its attribute.
+    public var now: LoopInstant { nowStorage }
+    @exclusivity(unchecked) private var nowStorage = LoopInstant.zero
 
     private static let sharedCurrentKey: pthread_key_t = {
         var key = pthread_key_t()
@@ -571,7 +580,7 @@ public final class EventLoop: @unchecked Sendable {
     /// A threaded loop's clock moves to `instant` (if later), published for `currentTime`.
     private func advanceThreadedClock(to instant: LoopInstant) {
         guard instant > now else { return }
-        now = instant
+        nowStorage = instant
         condition.lock()
         sharedNow = instant
         condition.unlock()
@@ -583,7 +592,7 @@ public final class EventLoop: @unchecked Sendable {
     public func run(for duration: Duration) {
         let deadline = now + duration
         _ = runLoop(deadline: deadline, predicate: { false })
-        now = max(now, deadline)
+        nowStorage = max(now, deadline)
     }
 
     /// Processes work and timers until `predicate` holds (checked after each job) or `timeout` of
@@ -593,7 +602,7 @@ public final class EventLoop: @unchecked Sendable {
         if enter({ predicate() }) { return true }
         let deadline = now + timeout
         let held = runLoop(deadline: deadline, predicate: predicate)
-        if !held { now = max(now, deadline) }
+        if !held { nowStorage = max(now, deadline) }
         return held
     }
 
@@ -624,7 +633,7 @@ public final class EventLoop: @unchecked Sendable {
                 runBurstEnd()
                 timers.discardCancelledTop()
                 guard let next = timers.peekTime(), next <= deadline else { return false }
-                now = max(now, next)
+                nowStorage = max(now, next)
                 fireDueTimer()
                 if ready.isEmpty { runBurstEnd() }
                 if predicate() { return true }
@@ -765,7 +774,7 @@ public final class EventLoop: @unchecked Sendable {
         defer { condition.unlock() }
         if clockHolds == 0 {
             guard inbox.isEmpty else { return false }
-            now = next
+            nowStorage = next
             sharedNow = next
             return true
         }
