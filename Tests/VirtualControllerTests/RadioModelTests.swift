@@ -243,6 +243,41 @@ struct RadioModelTests {
         #expect(radio.transmit(DataPDU(llid: .continuation, payload: []), accessAddress: 0xAABB_CCDD, from: ids[0], phy: .le1M) == nil)
     }
 
+    /// Powering, moving or detaching a device touches its own links only, in access-address
+    /// order, and a closed link is forgotten by both ends' lists (the radio keeps one per device).
+    @Test func aDevicesPowerAndMovesTouchItsOwnLinksOnly() {
+        let (radio, ids, listeners) = radio(PathLossModel(sensitivity: -80), at: [0, 5, 6, 7])
+        radio.openLink(0x3000_0003, between: ids[0], and: ids[1])
+        radio.openLink(0x1000_0001, between: ids[0], and: ids[2])
+        radio.openLink(0x2000_0002, between: ids[2], and: ids[3])
+        radio.setPowered(ids[0], false)
+        radio.loop.run(for: .zero)
+        #expect(listeners[0].linkChanges.map(\.0) == [0x1000_0001, 0x3000_0003])
+        #expect(listeners[1].linkChanges.map(\.0) == [0x3000_0003])
+        #expect(listeners[2].linkChanges.map(\.0) == [0x1000_0001])
+        #expect(listeners[3].linkChanges.isEmpty)
+        #expect(radio.isLinkReachable(0x2000_0002))
+        // A closed link is not re-evaluated; an access address opened again is one link.
+        radio.closeLink(0x1000_0001)
+        radio.openLink(0x3000_0003, between: ids[0], and: ids[1])
+        radio.setPowered(ids[0], true)
+        radio.loop.run(for: .zero)
+        #expect(listeners[2].linkChanges.count == 1)
+        #expect(listeners[1].linkChanges.map(\.1) == [false, true])
+        // Out of range by a move: the moved device's link only.
+        radio.move(ids[3], to: RadioPosition(x: 500))
+        radio.loop.run(for: .zero)
+        #expect(!radio.isLinkReachable(0x2000_0002))
+        #expect(radio.isLinkReachable(0x3000_0003))
+        #expect(listeners[3].linkChanges.map(\.1) == [false])
+        #expect(listeners[2].linkChanges.map(\.0) == [0x1000_0001, 0x2000_0002])
+        // Detached: the other end of each of its links stops hearing it.
+        radio.detach(ids[1])
+        radio.loop.run(for: .zero)
+        #expect(listeners[0].linkChanges.last.map { $0.0 == 0x3000_0003 && !$0.1 } == true)
+        #expect(listeners[2].linkChanges.count == 2)
+    }
+
     // MARK: Controllers on the radio
 
     @Test(arguments: [AirTimeMode.instant, .timed])
