@@ -194,15 +194,21 @@ final class CallbackWaiters: @unchecked Sendable {
         /// snapshot of the list, and a thread holding one (any manager's callback, other
         /// radios' included) kept a test's objects alive past its wait for as long as it was
         /// descheduled (a released peripheral stayed alive, or cancelled its connection late,
-        /// under load). Written only by the waiting thread; read by checkers under `signal`.
+        /// under load). Written only by the waiting thread, and by `end()` only once no check
+        /// runs (`checking` is zero with `ending` set); read by checkers while they count in
+        /// `checking` and `ending` was not set.
         private var condition: (@Sendable () -> Bool)?
-        /// Checks running the condition outside the lock (under `signal`'s lock).
-        private var checking = 0
+        /// Checks running now. Atomic, with `ending`, so that a check (after every callback)
+        /// takes no lock: the two locked sections it took were ~300 instructions of a 20-byte
+        /// notification's ~9,400 (BENCHMARKS.md, issue 19 step 24). Sequentially consistent:
+        /// a check counts itself in and then looks at `ending`, `end()` sets `ending` and then
+        /// looks at the count, so one of the two always sees the other.
+        private let checking = Atomic<Int>(0)
         /// `end()` waits for `checking` to reach zero (under `signal`'s lock). Only then does
         /// the last check broadcast: the waiting thread sleeps on the same condition, and a
         /// broadcast after every callback woke it for nothing (a thread switch per callback
         /// halved `fleet_timed_speedup`).
-        private var ending = false
+        private let ending = Atomic<Bool>(false)
         /// The clock of the radio waited on (nil for the wall clock): taken (held) when the
         /// wait ends, so the waiting thread owns the clock again.
         let clock: EventLoop?
@@ -222,27 +228,35 @@ final class CallbackWaiters: @unchecked Sendable {
 
         func check() {
             guard !finished else { return }
-            signal.lock()
-            guard !finished, let running = condition else { return signal.unlock() }
-            checking += 1
-            signal.unlock()
+            checking.wrappingAdd(1, ordering: .sequentiallyConsistent)
+            guard !ending.load(ordering: .sequentiallyConsistent), let running = condition else { return checkDone() }
             let holds = running()
             // This thread's reference goes before the count does (`end()` waits for the count).
             _ = consume running
+            if holds {
+                signal.lock()
+                if !finished { finish(satisfied: true) }
+                signal.unlock()
+            }
+            checkDone()
+        }
+
+        /// A check is over: the last one while `end()` waits wakes it. The broadcast is under
+        /// `signal`'s lock, which `end()` holds from its look at the count until it sleeps.
+        private func checkDone() {
+            guard checking.wrappingSubtract(1, ordering: .sequentiallyConsistent).newValue == 0,
+                  ending.load(ordering: .sequentiallyConsistent) else { return }
             signal.lock()
-            defer { signal.unlock() }
-            checking -= 1
-            if checking == 0 && ending { signal.broadcast() }
-            guard holds, !finished else { return }
-            finish(satisfied: true)
+            signal.broadcast()
+            signal.unlock()
         }
 
         /// The wait is over and the waiter out of the list (`remove(_:)` calls it): once the
         /// checks running now are done, the condition (and what it captured) goes, on this thread.
         func end() {
             signal.lock()
-            ending = true
-            while checking > 0 { signal.wait() }
+            ending.store(true, ordering: .sequentiallyConsistent)
+            while checking.load(ordering: .sequentiallyConsistent) > 0 { signal.wait() }
             let dropped = condition
             condition = nil
             signal.unlock()
