@@ -8,9 +8,10 @@ public struct BluetoothUUID: Hashable, Sendable, Comparable, CustomStringConvert
     public let high: UInt64
     public let low: UInt64
 
-    static let baseHigh: UInt64 = 0x0000_0000_0000_1000
-    static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
+    @usableFromInline static let baseHigh: UInt64 = 0x0000_0000_0000_1000
+    @usableFromInline static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
 
+    @inlinable
     public init(high: UInt64, low: UInt64) {
         self.high = high
         self.low = low
@@ -18,12 +19,17 @@ public struct BluetoothUUID: Hashable, Sendable, Comparable, CustomStringConvert
 
     public init(uuid16: UInt16) { self.init(uuid32: UInt32(uuid16)) }
 
+    @inlinable
     public init(uuid32: UInt32) {
         high = UInt64(uuid32) << 32 | Self.baseHigh
         low = Self.baseLow
     }
 
     /// From 16 bytes, most significant first (the order UUID strings are written in).
+    /// Inlinable, like `init?(littleEndian:)`: unspecialised, each call from another module
+    /// looked up the metadata of its collection's iterator types (~17,000 instructions a
+    /// connection's GATT discovery).
+    @inlinable
     public init?(bigEndian bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
         var h: UInt64 = 0, l: UInt64 = 0
@@ -34,6 +40,7 @@ public struct BluetoothUUID: Hashable, Sendable, Comparable, CustomStringConvert
     }
 
     /// From 2, 4 or 16 bytes in little-endian order, as ATT, AD structures and SMP carry them.
+    @inlinable
     public init?(littleEndian bytes: some Collection<UInt8>) {
         switch bytes.count {
         case 2, 4:
