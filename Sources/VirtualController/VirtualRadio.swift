@@ -151,9 +151,7 @@ public final class VirtualRadio: RadioMedium, @unchecked Sendable {
         removeListener(id)
         devices[id] = nil
         deviceOrder.removeAll { $0 == id }
-        for aa in links(of: id) {
-            if let link = links[aa], link.a == id || link.b == id { linkLost(aa, notifyingExcept: id) }
-        }
+        for aa in links(of: id) { linkLost(aa, notifyingExcept: id) }
     }
 
     /// A device's `listensForAdvertising` may have changed: the radio asks it again.
